@@ -1,0 +1,32 @@
+# Two commands do all the set-up on a fresh machine with Python 3.11+:
+#   make demo   - the console on its embedded default: a simulated engine fleet
+#   make test   - every test (provisions Docker and llama-server for the integration tests)
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck check bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -U pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/enginedeck demo
+
+test: $(STAMP)
+	./scripts/test.sh
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+check: lint typecheck
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist build

@@ -1,0 +1,29 @@
+"""Errors that reach the user as one line and an exit code, never as a traceback."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem the user can fix: bad input, bad configuration, missing daemon.
+
+    The CLI prints ``enginedeck: <message>`` on one line and exits with ``exit_code``.
+    """
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(UserError):
+    """A configuration or profile file is invalid. Message names file, key and problem."""
+
+    def __init__(self, file: str, key: str, problem: str) -> None:
+        where = f"{file}: {key}" if key else file
+        super().__init__(f"{where}: {problem}", exit_code=1)
+        self.file = file
+        self.key = key
+        self.problem = problem

@@ -1,0 +1,223 @@
+"""Immutable, typed snapshots: the only thing the UI and the headless commands read.
+
+Collectors build these; nothing here does I/O. ``None`` always means "n/a" (the engine lacks the
+metric, or there is not enough data yet) and is shown as such, never as 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Phase(StrEnum):
+    """Lifecycle / reachability phase of an engine instance."""
+
+    UNKNOWN = "unknown"
+    PULLING = "pulling"
+    CREATING = "creating"
+    STARTING = "starting"
+    LOADING = "loading"  # connection refused or 503 while the model loads
+    READY = "ready"  # /v1/models lists at least one model
+    DEGRADED = "degraded"  # answering, but metrics failing or errors rising
+    UNHEALTHY = "unhealthy"  # health endpoint failing after having been ready
+    UNREACHABLE = "unreachable"  # monitor-only endpoint not answering
+    STOPPING = "stopping"
+    EXITED = "exited"
+    FAILED = "failed"
+
+
+class SourceState(StrEnum):
+    OK = "ok"
+    STALE = "stale"  # last collection failed or timed out; last values kept
+    UNAVAILABLE = "unavailable"  # the source cannot work here (no NVML driver, no metrics endpoint)
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """How current a panel's data is, and why not when it is not."""
+
+    state: SourceState = SourceState.OK
+    updated_at: float | None = None  # wall-clock time of the last successful collection
+    stale_since: float | None = None  # wall-clock time of the first failure in the current run
+    reason: str = ""
+
+    @property
+    def stale(self) -> bool:
+        return self.state is not SourceState.OK
+
+
+@dataclass(frozen=True, slots=True)
+class Quantiles:
+    """Windowed histogram quantiles (seconds). ``low_sample`` when the window had few observations."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    count: float = 0.0  # observations in the window
+    mean: float | None = None
+    low_sample: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Per-second rates of one counter over the standard windows; None until the window has data."""
+
+    r5s: float | None = None
+    r15s: float | None = None
+    r60s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMetrics:
+    """Normalised metrics of one served model on one engine (DP/TP series already combined)."""
+
+    model: str
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None  # max over replicas, fraction 0-1
+    kv_usage_mean: float | None = None  # mean over replicas
+    replicas: int = 1
+    prefix_hit_rate: float | None = None  # over the 60 s window (fraction 0-1)
+    prefix_hit_rate_window: str = "60s"
+    prompt_tps: Rates = Rates()
+    generation_tps: Rates = Rates()
+    request_rate: Rates = Rates()
+    error_rate: Rates = Rates()
+    preemptions_total: float | None = None
+    preemption_rate: Rates = Rates()
+    ttft: Quantiles = Quantiles()
+    itl: Quantiles = Quantiles()
+    tpot: Quantiles = Quantiles()
+    e2e: Quantiles = Quantiles()
+    queue_time: Quantiles = Quantiles()
+    # Current counter values (after reset correction), canonical name -> value.
+    counters: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RawSeries:
+    """One raw sample as scraped, for the metrics browser and inspect-metrics."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+    kind: str = "untyped"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineIdentity:
+    version: str | None = None
+    models: tuple[str, ...] = ()
+    max_model_len: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSnapshot:
+    """Everything known about one engine instance at one moment."""
+
+    name: str  # instance name (config key, or PROFILE@URL for ad-hoc engines)
+    profile: str  # engine profile name (vllm, sglang, ...)
+    url: str
+    taken_at: float  # wall-clock time of this snapshot
+    phase: Phase = Phase.UNKNOWN
+    reachable: bool = False
+    health_detail: str = ""  # e.g. "503 Loading model", "connection refused"
+    identity: EngineIdentity = EngineIdentity()
+    metrics_freshness: Freshness = Freshness()
+    health_freshness: Freshness = Freshness()
+    models: tuple[ModelMetrics, ...] = ()  # one per served model seen in metrics
+    total: ModelMetrics | None = None  # all models combined (what a one-line row shows)
+    raw: tuple[RawSeries, ...] = ()
+    unmapped: tuple[str, ...] = ()  # raw family names no canonical metric uses
+    missing: tuple[str, ...] = ()  # canonical metrics the profile maps but the payload lacked
+    managed: bool = False  # started by enginedeck (lifecycle) vs monitor-only
+    simulated: bool = False  # only set from configuration/labels, never sniffed from the engine
+    gpus: tuple[int, ...] = ()  # GPU indices attributed to this engine
+    pids: tuple[int, ...] = ()
+    cpu_percent: float | None = None
+    rss_bytes: int | None = None
+    last_log_line: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_bytes: int | None
+    name: str = ""
+    container: str | None = None  # container id/name from the cgroup
+    engine: str | None = None  # engine instance name, when attributed
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSnapshot:
+    index: int
+    name: str
+    uuid: str
+    taken_at: float
+    util_percent: float | None = None  # SM utilisation
+    mem_util_percent: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    ecc_errors: int | None = None
+    xid_errors: tuple[int, ...] = ()
+    processes: tuple[GpuProcess, ...] = ()
+    simulated: bool = False
+
+    @property
+    def mem_percent(self) -> float | None:
+        if self.mem_used_bytes is None or not self.mem_total_bytes:
+            return None
+        return 100.0 * self.mem_used_bytes / self.mem_total_bytes
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for p in self.processes:
+            if p.engine:
+                seen[p.engine] = None
+        return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFleet:
+    """All GPUs, or why there are none."""
+
+    gpus: tuple[GpuSnapshot, ...] = ()
+    freshness: Freshness = Freshness()
+    driver_version: str | None = None
+    source: str = "nvml"  # "nvml" or "simulated"
+    unavailable_reason: str = ""  # "NVML unavailable: <reason>" when the source cannot work
+
+
+@dataclass(frozen=True, slots=True)
+class HostSnapshot:
+    taken_at: float
+    cpu_percent: float | None = None
+    cpu_count: int | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    load_avg: tuple[float, float, float] | None = None
+    hostname: str = ""
+    freshness: Freshness = Freshness()
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """One coherent view of every engine, every GPU and the host."""
+
+    taken_at: float
+    engines: tuple[EngineSnapshot, ...] = ()
+    gpus: GpuFleet = GpuFleet()
+    host: HostSnapshot | None = None
+
+    def engine(self, name: str) -> EngineSnapshot | None:
+        for e in self.engines:
+            if e.name == name:
+                return e
+        return None

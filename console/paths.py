@@ -1,0 +1,31 @@
+"""Per-user directories (platformdirs), overridable by environment for tests and CI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+_APP = "enginedeck"
+
+
+def config_dir() -> Path:
+    """``$ENGINEDECK_CONFIG_DIR`` or the platform config dir (~/.config/enginedeck on Linux)."""
+    env = os.environ.get("ENGINEDECK_CONFIG_DIR")
+    return Path(env) if env else Path(platformdirs.user_config_dir(_APP))
+
+
+def config_file() -> Path:
+    return config_dir() / "config.toml"
+
+
+def state_dir() -> Path:
+    """Audit log and other state: ``$ENGINEDECK_STATE_DIR`` or the platform state dir."""
+    env = os.environ.get("ENGINEDECK_STATE_DIR")
+    return Path(env) if env else Path(platformdirs.user_state_dir(_APP))
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("ENGINEDECK_CACHE_DIR")
+    return Path(env) if env else Path(platformdirs.user_cache_dir(_APP))

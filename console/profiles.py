@@ -1,0 +1,283 @@
+"""Engine profiles: declarative facts about each engine, loaded from ``engines/*.toml``.
+
+A profile says how to launch an engine (container image and argument template, or a local
+command), how to tell loading from ready, where its metrics live and in which format, what the
+API key guards, and, for every canonical metric, which raw names carry it across engine versions.
+
+Users add or override profiles with ``<config dir>/engines/*.toml``; a user file with the same
+``name`` as a shipped one replaces it. Any problem becomes a one-line ``ConfigError`` naming the
+file, the key and the problem.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from console.errors import ConfigError
+from console.resources import data_dir
+
+# Canonical metrics every engine is normalised to. A profile maps each one it has to raw names;
+# a canonical metric absent from a profile is "n/a" for that engine, never 0.
+GAUGES = ("running", "waiting", "kv_usage", "prefix_hit_rate_gauge")
+COUNTERS = (
+    "prompt_tokens",
+    "generation_tokens",
+    "prefix_hits",
+    "prefix_queries",
+    "cached_prompt_tokens",
+    "preemptions",
+    "requests_finished",
+    "requests_failed",
+)
+HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue_time")
+CANONICAL = GAUGES + COUNTERS + HISTOGRAMS
+
+# Which raw kinds may feed which canonical kind: a counter can come from a histogram's _sum
+# (TGI's token counts) or _count.
+_ALLOWED_KINDS: dict[str, set[str]] = {
+    **{g: {"gauge"} for g in GAUGES},
+    **{c: {"counter", "histogram_sum", "histogram_count"} for c in COUNTERS},
+    **{h: {"histogram"} for h in HISTOGRAMS},
+}
+
+MetricKind = Literal["gauge", "counter", "histogram", "histogram_sum", "histogram_count"]
+Aggregate = Literal["sum", "max", "mean"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricMapping(_Strict):
+    """How one canonical metric is read from an engine's raw series."""
+
+    # Raw family names, tried in order; the first one present in a payload wins. Old and new
+    # names of the same metric both go here (newest first).
+    names: tuple[str, ...] = Field(min_length=1)
+    kind: MetricKind
+    # How label series of one model combine (DP/TP ranks): running/waiting "sum", KV usage "max".
+    aggregate: Aggregate = "sum"
+    # Keep only series whose label has one of these values. A key "a|b" matches label a or b
+    # (vLLM's finished_reason vs trtllm's older finish_reason).
+    match: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # Multiply raw values by this (e.g. a percentage 0-100 to a fraction 0-1).
+    scale: float = 1.0
+    # Unit of the raw metric, for the explain popup.
+    unit: str = ""
+    # Names before this many entries of ``names`` are the current ones; later ones are legacy
+    # names (accepted, flagged as such in `inspect-metrics`).
+    note: str = ""
+
+
+class HitRate(_Strict):
+    """Prefix-cache hit rate = Δ(sum of numerator counters) / Δ(sum of denominator counters)."""
+
+    numerator: tuple[str, ...] = Field(min_length=1)
+    denominator: tuple[str, ...] = Field(min_length=1)
+    formula: str = ""
+
+    @field_validator("numerator", "denominator")
+    @classmethod
+    def _counters_only(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if name not in COUNTERS:
+                raise ValueError(f"{name!r} is not a canonical counter (one of {', '.join(COUNTERS)})")
+        return v
+
+
+class MetricsSpec(_Strict):
+    path: str = "/metrics"
+    format: Literal["prometheus", "trtllm-json"] = "prometheus"
+    # Needs an opt-in flag on the engine; shown when the endpoint is missing.
+    enable_hint: str = ""
+    # The label that names the served model; series of different models stay apart.
+    model_label: str = ""
+    # Labels that enumerate independent replicas of one model (data-parallel engines): their
+    # series are combined with the mapping's ``aggregate`` (running/waiting/tokens: sum).
+    replica_labels: tuple[str, ...] = ()
+    # Labels that enumerate shards of one replica (TP/PP ranks): they report the same logical
+    # value, so they are never summed; the largest is kept.
+    shard_labels: tuple[str, ...] = ()
+    # Whether this path needs the API key when the engine has one.
+    requires_api_key: bool = False
+    # Reading this path drains data (trtllm's JSON /metrics): never poll it by default.
+    destructive: bool = False
+    map: dict[str, MetricMapping] = Field(default_factory=dict)
+    prefix_hit_rate: HitRate | None = None
+
+    @field_validator("map")
+    @classmethod
+    def _known_canonical(cls, v: dict[str, MetricMapping]) -> dict[str, MetricMapping]:
+        for name, mapping in v.items():
+            if name not in _ALLOWED_KINDS:
+                raise ValueError(f"unknown canonical metric {name!r} (known: {', '.join(CANONICAL)})")
+            if mapping.kind not in _ALLOWED_KINDS[name]:
+                allowed = ", ".join(sorted(_ALLOWED_KINDS[name]))
+                raise ValueError(f"{name}: kind {mapping.kind!r} not allowed (use {allowed})")
+        return v
+
+    @model_validator(mode="after")
+    def _hit_rate_inputs_mapped(self) -> MetricsSpec:
+        if self.prefix_hit_rate is not None:
+            for name in (*self.prefix_hit_rate.numerator, *self.prefix_hit_rate.denominator):
+                if name not in self.map:
+                    raise ValueError(f"prefix_hit_rate uses {name!r}, which metrics.map does not define")
+        return self
+
+
+class HealthSpec(_Strict):
+    path: str = "/health"
+    # What "still loading" looks like on the wire: "refused" (socket not listening) and/or "503".
+    loading: tuple[Literal["refused", "503"], ...] = ("refused",)
+    # 200 here (with at least one model) is the universal "ready" signal.
+    ready_path: str = "/v1/models"
+    version_path: str = ""
+    # Dotted key of the version inside the JSON the version path returns.
+    version_key: str = "version"
+
+
+class ApiSpec(_Strict):
+    base_path: str = "/v1"
+    # Path prefixes the API key guards ("*" = every path except ``auth_exempt``).
+    auth_prefixes: tuple[str, ...] = ("/v1",)
+    auth_exempt: tuple[str, ...] = ()
+    # Engine-specific request fields to force an output length.
+    supports_ignore_eos: bool = True
+    supports_min_tokens: bool = True
+    supports_continuous_usage: bool = False
+
+
+class ContainerSpec(_Strict):
+    image: str
+    tag: str = "latest"
+    port: int = Field(ge=1, le=65535)
+    entrypoint: tuple[str, ...] = ()
+    # Argument template. Placeholders: {model} {served_name} {port} {host} {tp} {max_model_len}
+    # {extra}; an element that is exactly "{extra}" expands to the user's extra args.
+    args: tuple[str, ...] = ()
+    # How an API key is handed to the engine: an environment variable (kept out of `ps`) or args.
+    api_key_env: str = ""
+    api_key_args: tuple[str, ...] = ()
+    ipc_mode: str = ""
+    shm_size: str = ""
+    ulimits: dict[str, int] = Field(default_factory=dict)
+    model_cache: str = ""
+    env_passthrough: tuple[str, ...] = ("HF_TOKEN",)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class ProcessSpec(_Strict):
+    # Command template for a local process (same placeholders as container args).
+    command: tuple[str, ...] = ()
+    api_key_env: str = ""
+    api_key_args: tuple[str, ...] = ()
+
+
+class EngineProfile(_Strict):
+    schema_version: int = Field(default=1, alias="schema")
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
+    display_name: str
+    description: str = ""
+    container: ContainerSpec
+    process: ProcessSpec = ProcessSpec()
+    health: HealthSpec = HealthSpec()
+    api: ApiSpec = ApiSpec()
+    metrics: MetricsSpec = MetricsSpec()
+    # Where the profile came from (set by the loader, not by the file).
+    source: str = ""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def has(self, canonical: str) -> bool:
+        return canonical in self.metrics.map
+
+    def path_needs_key(self, path: str) -> bool:
+        """Whether the engine checks the API key on ``path``."""
+        if path == self.metrics.path:
+            return self.metrics.requires_api_key
+        if any(path == e or path.startswith(e.rstrip("*")) for e in self.api.auth_exempt):
+            return False
+        return any(p == "*" or path.startswith(p) for p in self.api.auth_prefixes)
+
+
+def _format_loc(loc: Iterable[Any]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def parse_profile(data: Mapping[str, Any], source: str) -> EngineProfile:
+    """Validate one profile's TOML data; raise ConfigError(file, key, problem) on the first problem."""
+    try:
+        profile = EngineProfile.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = _format_loc(err.get("loc", ()))
+        msg = err.get("msg", "invalid value")
+        if err.get("type") == "extra_forbidden":
+            msg = "unknown key"
+        elif err.get("type") == "missing":
+            msg = "required key is missing"
+        raise ConfigError(source, key, msg) from None
+    return profile
+
+
+def load_profile_file(path: Path) -> EngineProfile:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), "", "not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), "", f"invalid TOML: {exc}") from None
+    profile = parse_profile(data, str(path))
+    if profile.name != path.stem:
+        raise ConfigError(str(path), "name", f"is {profile.name!r} but the file is named {path.stem!r}.toml")
+    return profile
+
+
+def user_profile_dir() -> Path:
+    from console.paths import config_dir
+
+    return config_dir() / "engines"
+
+
+def load_profiles(extra_dirs: Iterable[Path] = ()) -> dict[str, EngineProfile]:
+    """Shipped profiles, then user overrides (same name replaces), then ``extra_dirs``."""
+    dirs = [data_dir("engines"), user_profile_dir(), *extra_dirs]
+    profiles: dict[str, EngineProfile] = {}
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for path in sorted(d.glob("*.toml")):
+            p = load_profile_file(path)
+            profiles[p.name] = p
+    return profiles
+
+
+@lru_cache(maxsize=1)
+def _default_profiles() -> dict[str, EngineProfile]:
+    return load_profiles()
+
+
+def get_profile(name: str, profiles: Mapping[str, EngineProfile] | None = None) -> EngineProfile:
+    """Look a profile up by name; unknown names are a one-line UserError listing known ones."""
+    table = _default_profiles() if profiles is None else profiles
+    try:
+        return table[name]
+    except KeyError:
+        from console.errors import UserError
+
+        known = ", ".join(sorted(table)) or "none"
+        raise UserError(f"unknown engine profile {name!r} (known: {known})") from None
+
+
+def clear_cache() -> None:
+    _default_profiles.cache_clear()
