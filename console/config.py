@@ -1,0 +1,265 @@
+"""User configuration: ``config.toml`` at the platform config path or ``--config FILE``.
+
+An engine instance names its profile and either a URL to watch (monitor-only) or the settings to
+start it (``managed = "docker"`` or ``"process"``). Secrets are given by environment-variable
+*name* (``api_key_env = "VLLM_API_KEY"``), never as literals; a literal is a validation error.
+Every problem is one line naming the file, the key and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from console.errors import ConfigError, UserError
+from console.paths import config_file
+from console.profiles import EngineProfile, get_profile, load_profiles
+
+_SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY)", re.IGNORECASE)
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timeouts(_Strict):
+    """Per-phase timeouts in seconds. A load that still shows progress is never killed for time."""
+
+    creating: float = Field(default=60, gt=0)
+    starting: float = Field(default=120, gt=0)
+    loading: float = Field(default=1800, gt=0)
+    stopping: float = Field(default=30, gt=0)
+    gpu_release: float = Field(default=60, gt=0)
+
+
+class InstanceConfig(_Strict):
+    profile: str
+    # Monitor an existing endpoint...
+    url: str | None = None
+    # ...or start and stop it.
+    managed: Literal["docker", "process"] | None = None
+    model: str | None = None
+    served_name: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    bind: str = "127.0.0.1"
+    gpus: Literal["all", "none"] | int | list[int] = "none"
+    tp: int = Field(default=1, ge=1)
+    extra_args: list[str] = Field(default_factory=list)
+    image: str | None = None
+    command: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    env_passthrough: list[str] | None = None
+    model_cache: str | None = None
+    api_key_env: str | None = None
+    timeouts: Timeouts = Timeouts()
+    simulated: bool = False
+    # Scrape period for this engine's metrics (seconds); defaults to the console refresh.
+    scrape_period: float | None = Field(default=None, gt=0)
+
+    @field_validator("env")
+    @classmethod
+    def _no_secret_literals(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if _SECRET_KEY.search(key):
+                raise ValueError(
+                    f"{key} looks like a secret; list it in env_passthrough so its value is taken from "
+                    "your environment instead of the file"
+                )
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError("must be the NAME of an environment variable (e.g. VLLM_API_KEY), not a key")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"{v!r} is not an http(s) URL like http://127.0.0.1:8000")
+        return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _url_or_managed(self) -> InstanceConfig:
+        if self.url is None and self.managed is None:
+            raise ValueError('give either url = "http://host:port" (watch) or managed = "docker"|"process" (start)')
+        if self.managed is not None and self.model is None and self.command is None:
+            raise ValueError("a managed engine needs model (or command for a process)")
+        return self
+
+
+class ConsoleSettings(_Strict):
+    refresh: float = Field(default=1.0, ge=0.1, le=60)
+    layout: str = "auto"
+    read_only: bool = False
+    mouse: bool = True
+    gpu_source: Literal["nvml", "simulated", "none"] = "nvml"
+
+
+class ConfigFile(_Strict):
+    schema_version: int = Field(default=1, alias="schema")
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
+    engines: dict[str, InstanceConfig] = Field(default_factory=dict)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("engines")
+    @classmethod
+    def _names(cls, v: dict[str, InstanceConfig]) -> dict[str, InstanceConfig]:
+        for name in v:
+            if not re.match(_NAME, name):
+                raise ValueError(f"engine name {name!r} may use letters, digits, '.', '_' and '-' only")
+        return v
+
+
+@dataclass(frozen=True)
+class EngineInstance:
+    """A resolved engine instance: its profile, where it answers, and how to reach it."""
+
+    name: str
+    profile: EngineProfile
+    url: str
+    config: InstanceConfig
+    adhoc: bool = False  # given on the command line as PROFILE@URL
+    pids: tuple[int, ...] = ()  # known process ids (process backend / simulator fleet)
+    gpus: tuple[int, ...] = ()
+
+    @property
+    def api_key(self) -> str | None:
+        """The key's value, read from the environment at the moment it is needed."""
+        env = self.config.api_key_env
+        return os.environ.get(env) if env else None
+
+    @property
+    def managed(self) -> bool:
+        return self.config.managed is not None
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
+    instances: tuple[EngineInstance, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def instance(self, name: str) -> EngineInstance:
+        for inst in self.instances:
+            if inst.name == name:
+                return inst
+        known = ", ".join(i.name for i in self.instances) or "none configured"
+        raise UserError(f"no engine named {name!r} (known: {known}); or give PROFILE@URL")
+
+
+def _loc(loc: Sequence[Any]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def parse_config(data: Mapping[str, Any], source: str, profiles: Mapping[str, EngineProfile] | None = None) -> Config:
+    try:
+        cf = ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = err.get("msg", "invalid value").removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            msg = "unknown key"
+            if str(err.get("loc", ("",))[-1]) in ("api_key", "token", "hf_token"):
+                msg = "secrets are never written in the file; use api_key_env = \"ENV_VAR_NAME\""
+        elif err.get("type") == "missing":
+            msg = "required key is missing"
+        raise ConfigError(source, _loc(err.get("loc", ())), msg) from None
+    table = load_profiles() if profiles is None else profiles
+    instances = []
+    for name, ic in cf.engines.items():
+        if ic.profile not in table:
+            known = ", ".join(sorted(table))
+            raise ConfigError(source, f"engines.{name}.profile", f"unknown profile {ic.profile!r} (known: {known})")
+        profile = table[ic.profile]
+        instances.append(
+            EngineInstance(name=name, profile=profile, url=_instance_url(ic, profile), config=ic, gpus=_gpu_ids(ic))
+        )
+    return Config(path=Path(source), console=cf.console, instances=tuple(instances), raw=data)
+
+
+def _instance_url(ic: InstanceConfig, profile: EngineProfile) -> str:
+    if ic.url:
+        return ic.url
+    host = "127.0.0.1" if ic.bind in ("0.0.0.0", "::", "") else ic.bind
+    return f"http://{host}:{ic.port or profile.container.port}"
+
+
+def _gpu_ids(ic: InstanceConfig) -> tuple[int, ...]:
+    return tuple(ic.gpus) if isinstance(ic.gpus, list) else ()
+
+
+def load_config(path: str | Path | None = None, *, required: bool = False) -> Config:
+    """Load ``path`` or the default config file. A missing default file is an empty config."""
+    explicit = path is not None
+    p = Path(path).expanduser() if path is not None else config_file()
+    if not p.exists():
+        if explicit or required:
+            raise UserError(f"{p}: configuration file not found")
+        return Config(path=None)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(p), "", f"cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(p), "", f"invalid TOML: {exc}") from None
+    return parse_config(data, str(p))
+
+
+def parse_engine_ref(ref: str, *, api_key_env: str | None = None) -> EngineInstance:
+    """``PROFILE@URL`` (e.g. ``vllm@http://127.0.0.1:8000``) -> an ad-hoc, monitor-only instance."""
+    profile_name, sep, url = ref.partition("@")
+    if not sep or not profile_name or not url:
+        raise UserError(f"{ref!r}: expected PROFILE@URL, e.g. vllm@http://127.0.0.1:8000")
+    profile = get_profile(profile_name)
+    try:
+        ic = InstanceConfig(profile=profile_name, url=url, api_key_env=api_key_env)
+    except ValidationError as exc:
+        msg = exc.errors()[0].get("msg", "invalid").removeprefix("Value error, ")
+        raise UserError(f"{ref!r}: {msg}") from None
+    assert ic.url is not None
+    return EngineInstance(name=ref, profile=profile, url=ic.url, config=ic, adhoc=True)
+
+
+def resolve_engines(config: Config, refs: Sequence[str], *, api_key_env: str | None = None) -> list[EngineInstance]:
+    """Command-line engine arguments: configured names or PROFILE@URL forms."""
+    out = []
+    for ref in refs:
+        if "@" in ref:
+            out.append(parse_engine_ref(ref, api_key_env=api_key_env))
+        else:
+            out.append(config.instance(ref))
+    return out
+
+
+def mask_secrets(data: Any) -> Any:
+    """A copy of config data with anything secret-looking masked, for `config show` and logs."""
+    if isinstance(data, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            if isinstance(v, str) and _SECRET_KEY.search(str(k)) and not str(k).endswith("_env"):
+                out[k] = "****"
+            else:
+                out[k] = mask_secrets(v)
+        return out
+    if isinstance(data, list):
+        return [mask_secrets(v) for v in data]
+    return data

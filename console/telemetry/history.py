@@ -1,0 +1,102 @@
+"""Bounded per-metric history: fixed-size ring buffers of (time, value).
+
+One hour at 1 s is 3,600 points; each point is two float64 in ``array('d')`` storage, so a series
+costs about 58 KB whatever its age, and the whole store is bounded by ``capacity x series``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from array import array
+from collections.abc import Hashable, Iterator
+
+NAN = math.nan
+
+
+class Ring:
+    """A fixed-capacity ring of (t, value) pairs; ``None`` values are stored as NaN (gaps)."""
+
+    __slots__ = ("_n", "_start", "_t", "_v", "capacity")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._t = array("d", bytes(8 * capacity))
+        self._v = array("d", bytes(8 * capacity))
+        self._start = 0
+        self._n = 0
+
+    def append(self, t: float, value: float | None) -> None:
+        i = (self._start + self._n) % self.capacity
+        self._t[i] = t
+        self._v[i] = NAN if value is None else float(value)
+        if self._n < self.capacity:
+            self._n += 1
+        else:
+            self._start = (self._start + 1) % self.capacity
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _indices(self, last: int | None) -> Iterator[int]:
+        n = self._n if last is None else min(last, self._n)
+        first = self._start + self._n - n
+        for k in range(first, first + n):
+            yield k % self.capacity
+
+    def values(self, last: int | None = None) -> list[float]:
+        """Values oldest first (NaN where there was no data)."""
+        return [self._v[i] for i in self._indices(last)]
+
+    def points(self, last: int | None = None) -> list[tuple[float, float]]:
+        return [(self._t[i], self._v[i]) for i in self._indices(last)]
+
+    def since(self, t0: float) -> list[tuple[float, float]]:
+        return [(t, v) for t, v in self.points() if t >= t0]
+
+    def latest(self) -> tuple[float, float] | None:
+        if not self._n:
+            return None
+        i = (self._start + self._n - 1) % self.capacity
+        return self._t[i], self._v[i]
+
+    @property
+    def nbytes(self) -> int:
+        return self._t.buffer_info()[1] * self._t.itemsize + self._v.buffer_info()[1] * self._v.itemsize
+
+
+class History:
+    """Thread-safe store of rings keyed by (entity, metric), e.g. ("vllm-a", "generation_tps")."""
+
+    def __init__(self, capacity: int = 3600, max_series: int = 4096) -> None:
+        self.capacity = capacity
+        self.max_series = max_series
+        self._rings: dict[Hashable, Ring] = {}
+        self._lock = threading.Lock()
+
+    def append(self, key: Hashable, t: float, value: float | None) -> None:
+        with self._lock:
+            ring = self._rings.get(key)
+            if ring is None:
+                if len(self._rings) >= self.max_series:
+                    return  # bounded: a runaway label set cannot grow memory without limit
+                ring = self._rings[key] = Ring(self.capacity)
+            ring.append(t, value)
+
+    def values(self, key: Hashable, last: int | None = None) -> list[float]:
+        with self._lock:
+            ring = self._rings.get(key)
+            return ring.values(last) if ring is not None else []
+
+    def points(self, key: Hashable, last: int | None = None) -> list[tuple[float, float]]:
+        with self._lock:
+            ring = self._rings.get(key)
+            return ring.points(last) if ring is not None else []
+
+    def keys(self) -> list[Hashable]:
+        with self._lock:
+            return list(self._rings)
+
+    def memory_bytes(self) -> int:
+        with self._lock:
+            return sum(r.nbytes for r in self._rings.values())
