@@ -1,0 +1,140 @@
+"""`enginedeck status`: every engine, GPU and the host, normalised, headless.
+
+Exit codes: 0 every engine reachable, 2 any engine unreachable, 1 configuration error.
+Rates and windowed quantiles need two scrapes or more, so one-shot status samples for
+``--sample`` seconds (default 5) before it reports; ``--sample 0`` reports health and gauges only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+EXIT_OK, EXIT_CONFIG, EXIT_UNREACHABLE = 0, 1, 2
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("status", help="engines, GPUs and host, normalised (exit 2 if an engine is unreachable)")
+    p.add_argument("--engine", action="append", default=[], metavar="NAME|PROFILE@URL",
+                   help="an engine to include (configured name, or PROFILE@URL such as vllm@http://127.0.0.1:8000); "
+                   "repeatable; without it every configured engine")
+    p.add_argument("--json", action="store_true", help="print the versioned JSON document (docs/status-json.md)")
+    p.add_argument("--watch", type=float, metavar="SECS", help="print again every SECS seconds until interrupted")
+    p.add_argument("--sample", type=float, default=5.0, metavar="SECS",
+                   help="seconds of scraping before the first report, so rates/quantiles have data (default 5)")
+    p.add_argument("--refresh", type=float, default=1.0, metavar="SECS", help="scrape period (default 1)")
+    p.add_argument("--gpus", choices=["nvml", "simulated", "none"], help="GPU source (default: from config, nvml)")
+    p.add_argument("--api-key-env", metavar="NAME",
+                   help="environment variable holding the API key for PROFILE@URL engines")
+    p.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.config import load_config, resolve_engines
+    from console.errors import UserError
+    from console.telemetry.hub import Hub
+
+    if args.refresh <= 0 or args.sample < 0 or (args.watch is not None and args.watch <= 0):
+        raise UserError("--refresh and --watch must be positive and --sample not negative")
+    try:
+        cfg = load_config(args.config)
+        extra = resolve_engines(cfg, [r for r in args.engine if "@" in r], api_key_env=args.api_key_env)
+        named = [cfg.instance(r) for r in args.engine if "@" not in r]
+    except UserError as exc:
+        print(f"enginedeck: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    instances = named + extra if args.engine else list(cfg.instances)
+    gpu_source = args.gpus or cfg.console.gpu_source
+    hub = Hub(instances, refresh=args.refresh, gpu_source=gpu_source)
+    hub.start()
+    try:
+        deadline = time.monotonic() + args.sample
+        hub.wait_published(timeout=max(args.sample, 3.0) + 2.0)
+        _wait_until_collected(hub, deadline + 3.0)
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        code = _report(hub, args)
+        while args.watch:
+            time.sleep(args.watch)
+            code = _report(hub, args)
+        return code
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        hub.stop()
+
+
+def _wait_until_collected(hub: Any, deadline: float) -> None:
+    """Wait until every engine has been probed at least once (its health freshness has a verdict)."""
+    while time.monotonic() < deadline:
+        snap = hub.latest()
+        if all(e.health_freshness.reason != "not collected yet" for e in snap.engines):
+            return
+        time.sleep(0.05)
+
+
+def _report(hub: Any, args: argparse.Namespace) -> int:
+    from console.status_doc import status_doc
+
+    snap = hub.latest()
+    if args.json:
+        print(json.dumps(status_doc(snap), indent=None if args.watch else 2), flush=True)
+    else:
+        print(render_text(snap), flush=True)
+    return EXIT_OK if all(e.reachable for e in snap.engines) else EXIT_UNREACHABLE
+
+
+def _num(v: float | None, fmt: str = "{:.0f}") -> str:
+    return "n/a" if v is None else fmt.format(v)
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{1000 * v:.0f}ms"
+
+
+def render_text(snap: Any) -> str:
+    from console.model import FleetSnapshot
+
+    assert isinstance(snap, FleetSnapshot)
+    lines = []
+    header = (f"{'ENGINE':<34} {'PHASE':<11} {'RUN':>4} {'WAIT':>4} {'KV':>6} {'HIT':>6} "
+              f"{'GEN/s':>7} {'PRM/s':>7} {'TTFT50':>7} {'TTFT99':>7} {'ITL50':>6}")
+    lines.append(header)
+    for e in snap.engines:
+        m = e.total
+        stale = f"  [stale: {e.metrics_freshness.reason}]" if e.metrics_freshness.stale else ""
+        name = e.name if len(e.name) <= 34 else e.name[:33] + "…"
+        if m is None:
+            lines.append(f"{name:<34} {e.phase.value:<11}{stale}")
+            continue
+        lines.append(
+            f"{name:<34} {e.phase.value:<11} {_num(m.running):>4} {_num(m.waiting):>4} {_pct(m.kv_usage):>6} "
+            f"{_pct(m.prefix_hit_rate):>6} {_num(m.generation_tps.r5s, '{:.1f}'):>7} "
+            f"{_num(m.prompt_tps.r5s, '{:.1f}'):>7} {_ms(m.ttft.p50):>7} {_ms(m.ttft.p99):>7} "
+            f"{_ms(m.itl.p50):>6}{stale}"
+        )
+    g = snap.gpus
+    if g.unavailable_reason:
+        lines.append(f"GPUs: {g.unavailable_reason}")
+    for gpu in g.gpus:
+        used = "n/a" if gpu.mem_used_bytes is None else f"{gpu.mem_used_bytes / 2**30:.1f}"
+        total = "n/a" if gpu.mem_total_bytes is None else f"{gpu.mem_total_bytes / 2**30:.1f}"
+        sim = " (simulated)" if gpu.simulated else ""
+        lines.append(
+            f"GPU{gpu.index} {gpu.name}{sim}: util {_num(gpu.util_percent)}% HBM {used}/{total} GiB "
+            f"{_num(gpu.temperature_c)}C {_num(gpu.power_w)}W  {', '.join(gpu.engines) or '-'}"
+        )
+    h = snap.host
+    if h is not None:
+        mem = "n/a" if h.mem_used_bytes is None or not h.mem_total_bytes else (
+            f"{h.mem_used_bytes / 2**30:.1f}/{h.mem_total_bytes / 2**30:.1f} GiB")
+        load = " ".join(f"{x:.2f}" for x in h.load_avg) if h.load_avg else "n/a"
+        lines.append(f"host {h.hostname}: cpu {_num(h.cpu_percent, '{:.0f}')}% mem {mem} load {load}")
+    return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""The versioned JSON document of `enginedeck status --json` (schema in docs/status-json.md).
+
+Built only from snapshots; ``null`` always means n/a (the engine lacks the metric or there is not
+enough data yet), never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console.model import (
+    EngineSnapshot,
+    FleetSnapshot,
+    Freshness,
+    GpuFleet,
+    GpuSnapshot,
+    HostSnapshot,
+    ModelMetrics,
+    Quantiles,
+    Rates,
+)
+
+SCHEMA = "enginedeck.status/1"
+
+
+def _round(v: float | None, nd: int = 6) -> float | None:
+    return None if v is None else round(v, nd)
+
+
+def quantiles_doc(q: Quantiles) -> dict[str, Any]:
+    return {
+        "p50": _round(q.p50),
+        "p90": _round(q.p90),
+        "p99": _round(q.p99),
+        "mean": _round(q.mean),
+        "count": _round(q.count, 3),
+        "low_sample": q.low_sample,
+    }
+
+
+def rates_doc(r: Rates) -> dict[str, float | None]:
+    return {"5s": _round(r.r5s, 4), "15s": _round(r.r15s, 4), "60s": _round(r.r60s, 4)}
+
+
+def freshness_doc(f: Freshness) -> dict[str, Any]:
+    return {
+        "state": f.state.value,
+        "updated_at": f.updated_at,
+        "stale_since": f.stale_since,
+        "reason": f.reason or None,
+    }
+
+
+def model_doc(m: ModelMetrics) -> dict[str, Any]:
+    return {
+        "model": m.model,
+        "running": m.running,
+        "waiting": m.waiting,
+        "kv_usage": _round(m.kv_usage),
+        "kv_usage_mean": _round(m.kv_usage_mean),
+        "replicas": m.replicas,
+        "prefix_hit_rate": _round(m.prefix_hit_rate),
+        "prefix_hit_rate_window": m.prefix_hit_rate_window,
+        "prompt_tokens_per_s": rates_doc(m.prompt_tps),
+        "generation_tokens_per_s": rates_doc(m.generation_tps),
+        "requests_per_s": rates_doc(m.request_rate),
+        "errors_per_s": rates_doc(m.error_rate),
+        "preemptions_total": m.preemptions_total,
+        "preemptions_per_s": rates_doc(m.preemption_rate),
+        "ttft_s": quantiles_doc(m.ttft),
+        "itl_s": quantiles_doc(m.itl),
+        "tpot_s": quantiles_doc(m.tpot),
+        "e2e_s": quantiles_doc(m.e2e),
+        "queue_time_s": quantiles_doc(m.queue_time),
+    }
+
+
+def engine_doc(e: EngineSnapshot) -> dict[str, Any]:
+    total = e.total
+    return {
+        "name": e.name,
+        "profile": e.profile,
+        "url": e.url,
+        "reachable": e.reachable,
+        "phase": e.phase.value,
+        "detail": e.health_detail or None,
+        "stale": e.metrics_freshness.stale,
+        "metrics": freshness_doc(e.metrics_freshness),
+        "health": freshness_doc(e.health_freshness),
+        "version": e.identity.version,
+        "served_models": list(e.identity.models),
+        "model": e.identity.models[0] if e.identity.models else (e.models[0].model if e.models else None),
+        "max_model_len": e.identity.max_model_len,
+        "simulated": e.simulated,
+        "managed": e.managed,
+        "gpus": list(e.gpus),
+        "pids": list(e.pids),
+        "summary": model_doc(total) if total is not None else None,
+        "per_model": [model_doc(m) for m in e.models],
+        "missing_metrics": list(e.missing),
+    }
+
+
+def gpu_doc(g: GpuSnapshot) -> dict[str, Any]:
+    return {
+        "index": g.index,
+        "name": g.name,
+        "uuid": g.uuid,
+        "simulated": g.simulated,
+        "util_percent": g.util_percent,
+        "mem_util_percent": g.mem_util_percent,
+        "mem_used_bytes": g.mem_used_bytes,
+        "mem_total_bytes": g.mem_total_bytes,
+        "mem_percent": _round(g.mem_percent, 2),
+        "temperature_c": g.temperature_c,
+        "power_w": g.power_w,
+        "power_limit_w": g.power_limit_w,
+        "sm_clock_mhz": g.sm_clock_mhz,
+        "mem_clock_mhz": g.mem_clock_mhz,
+        "ecc_errors": g.ecc_errors,
+        "xid_errors": list(g.xid_errors),
+        "engines": list(g.engines),
+        "processes": [
+            {"pid": p.pid, "used_bytes": p.used_bytes, "name": p.name, "container": p.container, "engine": p.engine}
+            for p in g.processes
+        ],
+    }
+
+
+def gpus_doc(f: GpuFleet) -> dict[str, Any]:
+    return {
+        "source": f.source,
+        "available": not f.unavailable_reason,
+        "reason": f.unavailable_reason or None,
+        "driver_version": f.driver_version,
+        "freshness": freshness_doc(f.freshness),
+        "devices": [gpu_doc(g) for g in f.gpus],
+    }
+
+
+def host_doc(h: HostSnapshot | None) -> dict[str, Any] | None:
+    if h is None:
+        return None
+    return {
+        "hostname": h.hostname,
+        "cpu_percent": h.cpu_percent,
+        "cpu_count": h.cpu_count,
+        "mem_used_bytes": h.mem_used_bytes,
+        "mem_total_bytes": h.mem_total_bytes,
+        "load_avg": list(h.load_avg) if h.load_avg else None,
+        "freshness": freshness_doc(h.freshness),
+    }
+
+
+def status_doc(snap: FleetSnapshot) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "taken_at": snap.taken_at,
+        "engines": [engine_doc(e) for e in snap.engines],
+        "gpus": gpus_doc(snap.gpus),
+        "host": host_doc(snap.host),
+    }

@@ -1,0 +1,429 @@
+"""The hub: schedules every collector, keeps bounded history, publishes fleet snapshots.
+
+It runs its own asyncio loop in a background thread, so neither the TUI nor a headless command
+ever waits on an engine, NVML or the host. Each engine has its own collector task with its own
+period and timeouts; GPUs and the host have theirs; a slow or dead source only marks its own
+data stale. Every ``refresh`` seconds the latest parts are combined into one ``FleetSnapshot``,
+appended to history and handed to subscribers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Literal
+
+import httpx
+
+from console.config import EngineInstance
+from console.model import (
+    EngineIdentity,
+    EngineSnapshot,
+    FleetSnapshot,
+    Freshness,
+    GpuFleet,
+    HostSnapshot,
+    ModelMetrics,
+    Phase,
+    SourceState,
+)
+from console.telemetry.history import History
+from console.telemetry.scrape import EngineProbe
+from console.telemetry.source import Listener
+
+GpuSourceKind = Literal["nvml", "simulated", "none"]
+
+
+def _fresh(updated_at: float) -> Freshness:
+    return Freshness(SourceState.OK, updated_at=updated_at)
+
+
+def _stale(prev: Freshness, now: float, reason: str, state: SourceState = SourceState.STALE) -> Freshness:
+    since = prev.stale_since if prev.stale and prev.stale_since is not None else now
+    return Freshness(state, updated_at=prev.updated_at, stale_since=since, reason=reason)
+
+
+class EngineCollector:
+    """Collects one engine: health every period, identity on (re)connect, metrics when answering."""
+
+    IDENTITY_EVERY = 30  # periods between identity refreshes while connected
+
+    def __init__(self, instance: EngineInstance, client: httpx.AsyncClient, *, period: float) -> None:
+        from console.telemetry.windows import EngineMetricsState
+
+        self.instance = instance
+        self.period = period
+        self.probe = EngineProbe(instance, client, timeout=max(0.5, min(2.0, period * 1.5)))
+        self.state = EngineMetricsState(instance.profile)
+        self.identity: EngineIdentity | None = None
+        self._identity_age = 0
+        self.snapshot = EngineSnapshot(
+            name=instance.name,
+            profile=instance.profile.name,
+            url=instance.url,
+            taken_at=time.time(),
+            simulated=instance.config.simulated,
+            managed=instance.managed,
+            gpus=instance.gpus,
+            pids=instance.pids,
+            metrics_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+            health_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+        )
+
+    async def collect(self) -> EngineSnapshot:
+        from console.telemetry.normalize import normalize
+
+        now = time.time()
+        prev = self.snapshot
+        health = await self.probe.health()
+        if not health.reachable:
+            self.identity = None  # re-read after a restart: the version may have changed
+            snap = replace(
+                prev,
+                taken_at=now,
+                phase=health.phase,
+                reachable=False,
+                health_detail=health.detail,
+                health_freshness=_stale(prev.health_freshness, now, health.detail),
+                metrics_freshness=_stale(prev.metrics_freshness, now, health.detail),
+            )
+            self.snapshot = snap
+            return snap
+
+        stale_identity = self._identity_age >= self.IDENTITY_EVERY and health.phase is Phase.READY
+        if self.identity is None or stale_identity:
+            self.identity = await self.probe.identity()
+            self._identity_age = 0
+        self._identity_age += 1
+
+        phase, detail = health.phase, health.detail
+        resp = await self.probe.metrics()
+        mono = time.monotonic()
+        metrics_fresh: Freshness
+        raw, unmapped, missing = prev.raw, prev.unmapped, prev.missing
+        models: tuple[ModelMetrics, ...] = prev.models
+        total = prev.total
+        if resp.ok:
+            reading = normalize(self.instance.profile, resp.body)
+            if reading.ok:
+                self.state.ingest(mono, reading)
+                models, total = self.state.metrics()
+                raw, unmapped, missing = reading.raw, reading.unmapped, reading.missing
+                metrics_fresh = _fresh(now)
+            else:
+                reason = f"{self.instance.profile.metrics.path}: unparseable payload ({reading.error_summary()})"
+                metrics_fresh = _stale(prev.metrics_freshness, now, reason)
+        else:
+            reason = f"{self.instance.profile.metrics.path}: {resp.reason()}"
+            if resp.status == 404 and self.instance.profile.metrics.enable_hint:
+                reason += f" ({self.instance.profile.metrics.enable_hint})"
+            elif resp.status in (401, 403):
+                env = self.instance.config.api_key_env
+                reason += f" (set {env})" if env and not self.instance.api_key else " (check the API key)"
+            metrics_fresh = _stale(prev.metrics_freshness, now, reason)
+        if metrics_fresh.stale and phase is Phase.READY:
+            phase, detail = Phase.DEGRADED, metrics_fresh.reason
+        snap = replace(
+            prev,
+            taken_at=now,
+            phase=phase,
+            reachable=True,
+            health_detail=detail,
+            identity=self.identity or EngineIdentity(),
+            health_freshness=_fresh(now),
+            metrics_freshness=metrics_fresh,
+            models=models,
+            total=total,
+            raw=raw,
+            unmapped=unmapped,
+            missing=missing,
+        )
+        self.snapshot = snap
+        return snap
+
+
+class Hub:
+    """A ``FleetSource`` over configured/ad-hoc engine instances, GPUs and the host."""
+
+    def __init__(
+        self,
+        instances: Sequence[EngineInstance],
+        *,
+        refresh: float = 1.0,
+        gpu_source: GpuSourceKind = "nvml",
+        gpu_assignment: Mapping[str, tuple[int, ...]] | None = None,
+        history_capacity: int = 3600,
+        simulated_gpu_count: int = 8,
+    ) -> None:
+        self.history = History(capacity=history_capacity)
+        self._instances = list(instances)
+        self._refresh = refresh
+        self._paused = False
+        self._gpu_kind = gpu_source
+        self._gpu_assignment = dict(gpu_assignment or {inst.name: inst.gpus for inst in instances if inst.gpus})
+        self._sim_gpu_count = simulated_gpu_count
+        self._listeners: list[Listener] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._wake: asyncio.Event | None = None
+        self._collectors: dict[str, EngineCollector] = {}
+        now = time.time()
+        self._engines: dict[str, EngineSnapshot] = {
+            inst.name: EngineSnapshot(
+                name=inst.name,
+                profile=inst.profile.name,
+                url=inst.url,
+                taken_at=now,
+                simulated=inst.config.simulated,
+                managed=inst.managed,
+                gpus=self._gpu_assignment.get(inst.name, inst.gpus),
+                pids=inst.pids,
+                metrics_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+                health_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+            )
+            for inst in self._instances
+        }
+        self._gpus = GpuFleet(
+            source="simulated" if gpu_source == "simulated" else "nvml",
+            freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+        )
+        if gpu_source == "none":
+            self._gpus = GpuFleet(
+                source="none",
+                unavailable_reason="GPU monitoring disabled",
+                freshness=Freshness(SourceState.UNAVAILABLE, reason="GPU monitoring disabled"),
+            )
+        self._host: HostSnapshot | None = None
+        self._latest = FleetSnapshot(taken_at=now, engines=tuple(self._engines.values()), gpus=self._gpus)
+        self._published = threading.Event()
+
+    # -- FleetSource -------------------------------------------------------------------------
+
+    @property
+    def refresh(self) -> float:
+        return self._refresh
+
+    def set_refresh(self, seconds: float) -> None:
+        self._refresh = max(0.1, min(60.0, seconds))
+        for c in self._collectors.values():
+            c.period = self._refresh
+        self._poke()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        if not paused:
+            self._poke()
+
+    def latest(self) -> FleetSnapshot:
+        with self._lock:
+            return self._latest
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="enginedeck-hub", daemon=True)
+        self._thread.start()
+        ready.wait(5)
+
+    def stop(self) -> None:
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._thread = None
+
+    def wait_published(self, timeout: float) -> bool:
+        """Block until at least one snapshot has been published (headless commands)."""
+        return self._published.wait(timeout)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _poke(self) -> None:
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(wake.set)
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.run(self._main(ready))
+
+    async def _main(self, ready: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        ready.set()
+        limits = httpx.Limits(max_connections=max(8, 4 * len(self._instances)), max_keepalive_connections=32)
+        async with httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False) as client:
+            for inst in self._instances:
+                period = inst.config.scrape_period or self._refresh
+                self._collectors[inst.name] = EngineCollector(inst, client, period=period)
+            tasks = [asyncio.create_task(self._engine_loop(c)) for c in self._collectors.values()]
+            tasks.append(asyncio.create_task(self._host_loop()))
+            if self._gpu_kind == "nvml":
+                tasks.append(asyncio.create_task(self._nvml_loop()))
+            tasks.append(asyncio.create_task(self._publish_loop()))
+            await self._stop.wait()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._close_sources()
+
+    async def _sleep(self, seconds: float) -> None:
+        assert self._wake is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        self._wake.clear()
+
+    async def _engine_loop(self, c: EngineCollector) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                # A collection that overruns its deadline is abandoned; its engine goes stale.
+                snap = await asyncio.wait_for(c.collect(), timeout=max(2.0, c.period * 3))
+            except TimeoutError:
+                now = time.time()
+                reason = f"collection took longer than {max(2.0, c.period * 3):g} s"
+                snap = replace(
+                    c.snapshot,
+                    taken_at=now,
+                    metrics_freshness=_stale(c.snapshot.metrics_freshness, now, reason),
+                )
+                c.snapshot = snap
+            with self._lock:
+                gpus = self._gpu_assignment.get(c.instance.name, snap.gpus)
+                self._engines[c.instance.name] = replace(snap, gpus=gpus)
+            elapsed = time.monotonic() - started
+            await asyncio.sleep(max(0.05, c.period - elapsed))
+
+    async def _host_loop(self) -> None:
+        from console.telemetry.host import HostSource
+
+        source = HostSource()
+        while True:
+            try:
+                host = await asyncio.wait_for(asyncio.to_thread(source.collect), timeout=2.0)
+            except TimeoutError:
+                prev = self._host
+                if prev is not None:
+                    now = time.time()
+                    host = replace(prev, freshness=_stale(prev.freshness, now, "host stats timed out"))
+                else:
+                    await asyncio.sleep(self._refresh)
+                    continue
+            with self._lock:
+                self._host = host
+            await asyncio.sleep(self._refresh)
+
+    async def _nvml_loop(self) -> None:
+        from console.telemetry.nvml import NvmlPoller
+
+        poller = NvmlPoller()
+        self._nvml_poller = poller
+        while True:
+            # poll() waits at most its own deadline; a hung NVML call leaves the last data stale.
+            fleet = await asyncio.to_thread(poller.poll)
+            fleet = self._attribute(fleet)
+            with self._lock:
+                self._gpus = fleet
+            if fleet.unavailable_reason:
+                await asyncio.sleep(30)  # no driver: nothing will change soon
+            else:
+                await asyncio.sleep(self._refresh)
+
+    def _attribute(self, fleet: GpuFleet) -> GpuFleet:
+        from console.telemetry.attribution import attribute_fleet
+
+        with self._lock:
+            engines = dict(self._engines)
+        return attribute_fleet(fleet, engines)
+
+    def _simulated_gpus(self, engines: Sequence[EngineSnapshot]) -> GpuFleet:
+        from console.telemetry.simgpu import SimulatedGpus
+
+        sim = getattr(self, "_simgpu", None)
+        if sim is None:
+            sim = self._simgpu = SimulatedGpus(self._sim_gpu_count, self._gpu_assignment)
+        return sim.step(time.time(), engines)
+
+    async def _publish_loop(self) -> None:
+        while True:
+            if not self._paused:
+                self._publish()
+            await self._sleep(self._refresh)
+
+    def _publish(self) -> None:
+        now = time.time()
+        with self._lock:
+            engines = tuple(self._engines[i.name] for i in self._instances)
+        if self._gpu_kind == "simulated":
+            gpus = self._simulated_gpus(engines)
+            with self._lock:
+                self._gpus = gpus
+        with self._lock:
+            snap = FleetSnapshot(taken_at=now, engines=engines, gpus=self._gpus, host=self._host)
+            self._latest = snap
+            listeners = list(self._listeners)
+        self._record(snap)
+        self._published.set()
+        for fn in listeners:
+            fn(snap)
+
+    def _record(self, snap: FleetSnapshot) -> None:
+        h, t = self.history, snap.taken_at
+        for e in snap.engines:
+            m = e.total
+            if m is None or not e.reachable:
+                for key in ("running", "waiting", "kv_usage", "generation_tps", "prompt_tps"):
+                    h.append((e.name, key), t, None)
+                continue
+            h.append((e.name, "running"), t, m.running)
+            h.append((e.name, "waiting"), t, m.waiting)
+            h.append((e.name, "kv_usage"), t, m.kv_usage)
+            h.append((e.name, "prefix_hit_rate"), t, m.prefix_hit_rate)
+            h.append((e.name, "generation_tps"), t, m.generation_tps.r5s)
+            h.append((e.name, "prompt_tps"), t, m.prompt_tps.r5s)
+            h.append((e.name, "request_rate"), t, m.request_rate.r5s)
+            h.append((e.name, "error_rate"), t, m.error_rate.r5s)
+            for name, q in (("ttft", m.ttft), ("itl", m.itl), ("e2e", m.e2e)):
+                h.append((e.name, f"{name}_p50"), t, q.p50)
+                h.append((e.name, f"{name}_p99"), t, q.p99)
+        for g in snap.gpus.gpus:
+            key = f"gpu:{g.index}"
+            h.append((key, "util"), t, g.util_percent)
+            h.append((key, "mem_used"), t, None if g.mem_used_bytes is None else float(g.mem_used_bytes))
+            h.append((key, "power"), t, g.power_w)
+            h.append((key, "temperature"), t, g.temperature_c)
+        if snap.host is not None:
+            h.append(("host", "cpu"), t, snap.host.cpu_percent)
+            mem = snap.host.mem_used_bytes
+            h.append(("host", "mem_used"), t, None if mem is None else float(mem))
+
+    def _close_sources(self) -> None:
+        poller = getattr(self, "_nvml_poller", None)
+        if poller is not None:
+            with contextlib.suppress(Exception):
+                poller.close()
