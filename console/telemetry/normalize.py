@@ -1,0 +1,405 @@
+"""Raw metric samples -> canonical per-model values, driven by an engine profile.
+
+``normalize(profile, payload)`` parses a payload (Prometheus text or trtllm-serve JSON) and maps it
+with ``profile.metrics``:
+
+- **Name resolution.** For each canonical metric the first raw name of ``names`` present in the
+  payload (with at least one sample) wins; ``Resolution.legacy`` is true when it is not
+  ``names[0]``. Gauges and counters are looked up by sample name (``vllm:prompt_tokens_total``),
+  histograms by base name (``_bucket``/``_sum``/``_count``), ``histogram_sum``/``histogram_count``
+  by ``<name>_sum``/``<name>_count`` (TGI's token counts).
+- **Filters.** ``match`` keeps only series whose label has one of the listed values; a key ``a|b``
+  reads label ``a``, else label ``b``. ``scale`` multiplies gauge and counter values and histogram
+  bounds and sums.
+- **Series.** Series are split by ``model_label`` (engines without one give the single model
+  ``""``). Within a model a series is identified by its labels minus the model label, the
+  ``shard_labels`` and ``le``: series that differ only in shard labels (TP/PP ranks) report the same
+  logical value, so the largest is kept (for a histogram: the shard with the largest count, whole),
+  never the sum. The remaining series (DP replicas, ``finished_reason`` values ...) are kept apart in
+  ``ModelReading.counters`` / ``histograms`` so that windows can detect resets per series; gauges
+  are combined at once with the mapping's ``aggregate`` (sum / max / mean), and ``kv_usage`` also
+  gets its mean over series (``kv_usage_mean``).
+- **Bookkeeping.** ``unmapped``: raw family names (with samples) that no mapping used;
+  ``missing``: canonical metrics the profile maps but the payload lacked; ``raw_series()``: every
+  raw sample for a metrics browser.
+
+Nothing here raises on bad payloads: garbage gives a ``Reading`` with ``errors`` and
+``empty == True`` (no sample parsed at all), which callers test instead of catching an exception.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from console.model import RawSeries
+from console.profiles import EngineProfile, MetricMapping
+from console.telemetry.promtext import Family, ParseResult, Sample, parse
+from console.telemetry.trtjson import parse_trtllm_json
+
+__all__ = [
+    "HistogramSeries",
+    "ModelReading",
+    "PayloadFormat",
+    "Reading",
+    "Resolution",
+    "SeriesKey",
+    "normalize",
+    "parse_payload",
+    "sniff_format",
+    "wanted_names",
+]
+
+SeriesKey = tuple[tuple[str, str], ...]
+PayloadFormat = Literal["prometheus", "trtllm-json"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """Which raw name carried a canonical metric in this payload."""
+
+    canonical: str
+    raw_name: str
+    legacy: bool  # not the profile's first (current) name
+    kind: str  # the mapping's kind: gauge, counter, histogram, histogram_sum, histogram_count
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSeries:
+    """One histogram series: cumulative counts per upper bound (ascending, last is +Inf)."""
+
+    bounds: tuple[float, ...]
+    counts: tuple[float, ...]
+    sum: float | None
+    count: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReading:
+    """One served model's values in one payload."""
+
+    model: str
+    # canonical gauge -> value combined over series with the mapping's aggregate.
+    gauges: dict[str, float] = field(default_factory=dict)
+    kv_usage_mean: float | None = None
+    replicas: int = 1
+    # canonical counter -> series key -> value (shards already collapsed by max).
+    counters: dict[str, dict[SeriesKey, float]] = field(default_factory=dict)
+    # canonical histogram -> series key -> histogram.
+    histograms: dict[str, dict[SeriesKey, HistogramSeries]] = field(default_factory=dict)
+
+    def counter_total(self, canonical: str) -> float | None:
+        """Sum over series of a counter; None when the payload lacked it for this model."""
+        series = self.counters.get(canonical)
+        return None if series is None else math.fsum(series.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """Everything one payload said, normalised with one profile."""
+
+    profile: str
+    format: PayloadFormat
+    models: dict[str, ModelReading]
+    resolved: dict[str, Resolution]
+    missing: tuple[str, ...]
+    unmapped: tuple[str, ...]
+    errors: tuple[str, ...]
+    sample_count: int
+    parsed: ParseResult
+
+    @property
+    def empty(self) -> bool:
+        """No sample could be parsed at all (not a metrics payload)."""
+        return self.sample_count == 0
+
+    def raw_series(self) -> tuple[RawSeries, ...]:
+        """Every parsed sample (all families unless the payload was parsed with ``full=False``)."""
+        out: list[RawSeries] = []
+        for fam in self.parsed.families.values():
+            kind = fam.kind
+            out.extend(RawSeries(s.name, s.labels, s.value, kind) for s in fam.samples)
+        return tuple(out)
+
+
+def wanted_names(profile: EngineProfile) -> frozenset[str]:
+    """Raw names the profile maps (for ``promtext.parse(wanted=...)``)."""
+    return frozenset(n for m in profile.metrics.map.values() for n in m.names)
+
+
+def sniff_format(payload: bytes | str) -> PayloadFormat:
+    """JSON (trtllm-serve iteration stats) when the payload starts with ``[`` or ``{``."""
+    head = payload[:64]
+    head_s = head.decode("utf-8", errors="replace") if isinstance(head, bytes) else head
+    head_s = head_s.lstrip("\ufeff \t\r\n")
+    return "trtllm-json" if head_s[:1] in ("[", "{") else "prometheus"
+
+
+def parse_payload(
+    payload: bytes | str, *, format: PayloadFormat | None = None, wanted: frozenset[str] | None = None
+) -> tuple[PayloadFormat, ParseResult]:
+    fmt = format or sniff_format(payload)
+    if fmt == "trtllm-json":
+        return fmt, parse_trtllm_json(payload)
+    return fmt, parse(payload, wanted)
+
+
+def normalize(
+    profile: EngineProfile,
+    payload: bytes | str | ParseResult,
+    *,
+    format: PayloadFormat | None = None,
+    full: bool = True,
+) -> Reading:
+    """Parse (unless given a ParseResult) and map a payload with ``profile``. Never raises.
+
+    ``format``: None sniffs (JSON -> trtllm-json, else Prometheus text).
+    ``full=False`` parses only the families the profile maps (much faster on large payloads);
+    ``raw_series()`` and ``unmapped`` then cover only those.
+    """
+    if isinstance(payload, ParseResult):
+        fmt: PayloadFormat = format or "prometheus"
+        parsed = payload
+    else:
+        fmt, parsed = parse_payload(payload, format=format, wanted=None if full else wanted_names(profile))
+    spec = profile.metrics
+    builder = _Builder(spec.model_label, spec.replica_labels, spec.shard_labels)
+    resolved: dict[str, Resolution] = {}
+    missing: list[str] = []
+    used_families: set[str] = set()
+    for canonical, mapping in spec.map.items():
+        found = _resolve(parsed, mapping)
+        if found is None:
+            missing.append(canonical)
+            continue
+        index, samples, fams = found
+        used_families.update(fams)
+        resolved[canonical] = Resolution(canonical, mapping.names[index], index > 0, mapping.kind)
+        builder.add(canonical, mapping, samples)
+    unmapped = tuple(name for name, fam in parsed.families.items() if fam.samples and name not in used_families)
+    return Reading(
+        profile=profile.name,
+        format=fmt,
+        models=builder.build(),
+        resolved=resolved,
+        missing=tuple(missing),
+        unmapped=unmapped,
+        errors=tuple(parsed.errors),
+        sample_count=parsed.sample_count,
+        parsed=parsed,
+    )
+
+
+def _samples_named(parsed: ParseResult, name: str, fams: set[str]) -> list[Sample]:
+    out: list[Sample] = []
+    candidates: list[Family] = []
+    fam = parsed.families.get(name)
+    if fam is not None:
+        candidates.append(fam)
+    for suffix in ("_bucket", "_sum", "_count"):
+        if name.endswith(suffix):
+            parent = parsed.families.get(name[: -len(suffix)])
+            if parent is not None and parent is not fam:
+                candidates.append(parent)
+    for f in candidates:
+        before = len(out)
+        out.extend(s for s in f.samples if s.name == name)
+        if len(out) > before:
+            fams.add(f.name)
+    return out
+
+
+def _resolve(parsed: ParseResult, mapping: MetricMapping) -> tuple[int, list[Sample], set[str]] | None:
+    for index, name in enumerate(mapping.names):
+        fams: set[str] = set()
+        if mapping.kind == "histogram":
+            samples = (
+                _samples_named(parsed, name + "_bucket", fams)
+                + _samples_named(parsed, name + "_sum", fams)
+                + _samples_named(parsed, name + "_count", fams)
+            )
+        elif mapping.kind == "histogram_sum":
+            samples = _samples_named(parsed, name + "_sum", fams)
+        elif mapping.kind == "histogram_count":
+            samples = _samples_named(parsed, name + "_count", fams)
+        else:
+            samples = _samples_named(parsed, name, fams)
+        if samples:
+            return index, samples, fams
+    return None
+
+
+def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
+    if not match:
+        return True
+    present = dict(labels)
+    for key, allowed in match.items():
+        value = None
+        for alt in key.split("|"):
+            if alt in present:
+                value = present[alt]
+                break
+        if value is None or value not in allowed:
+            return False
+    return True
+
+
+class _HistAcc:
+    __slots__ = ("buckets", "count", "sum")
+
+    def __init__(self) -> None:
+        self.buckets: dict[float, float] = {}
+        self.sum: float | None = None
+        self.count: float | None = None
+
+    def total(self) -> float:
+        if self.count is not None:
+            return self.count
+        return max(self.buckets.values(), default=0.0)
+
+    def build(self, scale: float) -> HistogramSeries:
+        buckets = dict(self.buckets)
+        count = self.total()
+        if buckets and math.inf not in buckets:
+            buckets[math.inf] = count
+        bounds = tuple(sorted(buckets))
+        counts: list[float] = []
+        running = 0.0
+        for b in bounds:
+            # Cumulative counts never decrease; a torn scrape is clamped rather than trusted.
+            running = max(running, buckets[b])
+            counts.append(running)
+        scaled = tuple(b * scale for b in bounds) if scale != 1.0 else bounds
+        s = None if self.sum is None else self.sum * scale
+        return HistogramSeries(scaled, tuple(counts), s, count)
+
+
+class _ModelAcc:
+    __slots__ = ("counters", "gauges", "histograms", "kv_mean", "replicas")
+
+    def __init__(self) -> None:
+        self.gauges: dict[str, float] = {}
+        self.kv_mean: float | None = None
+        self.counters: dict[str, dict[SeriesKey, float]] = {}
+        self.histograms: dict[str, dict[SeriesKey, HistogramSeries]] = {}
+        self.replicas: set[SeriesKey] = set()
+
+
+class _Builder:
+    def __init__(self, model_label: str, replica_labels: Iterable[str], shard_labels: Iterable[str]) -> None:
+        self.model_label = model_label
+        self.replica_labels = frozenset(replica_labels)
+        self.shard_labels = frozenset(shard_labels)
+        self.drop = frozenset({model_label, "le", *self.shard_labels} - {""})
+        self.models: dict[str, _ModelAcc] = {}
+
+    def _split(self, labels: SeriesKey) -> tuple[str, SeriesKey, SeriesKey, SeriesKey]:
+        """labels -> (model, series key, shard key, replica key)."""
+        model = ""
+        key: list[tuple[str, str]] = []
+        shard: list[tuple[str, str]] = []
+        replica: list[tuple[str, str]] = []
+        for kv in labels:
+            k = kv[0]
+            if k == self.model_label:
+                model = kv[1]
+            elif k in self.shard_labels:
+                shard.append(kv)
+            elif k != "le":
+                key.append(kv)
+                if k in self.replica_labels:
+                    replica.append(kv)
+        return model, tuple(key), tuple(shard), tuple(replica)
+
+    def _model(self, name: str) -> _ModelAcc:
+        acc = self.models.get(name)
+        if acc is None:
+            acc = self.models[name] = _ModelAcc()
+        return acc
+
+    def add(self, canonical: str, mapping: MetricMapping, samples: list[Sample]) -> None:
+        if mapping.kind == "histogram":
+            self._add_histogram(canonical, mapping, samples)
+            return
+        scale = mapping.scale
+        # model -> series key -> max over shards
+        per_model: dict[str, dict[SeriesKey, float]] = {}
+        for s in samples:
+            model, key, _shard, replica = self._split(s.labels)
+            acc = self._model(model)
+            acc.replicas.add(replica)
+            series = per_model.setdefault(model, {})
+            if not _match(s.labels, mapping.match):
+                continue  # the metric exists for this model; this series is filtered out
+            value = s.value
+            if math.isnan(value):
+                continue
+            value *= scale
+            prev = series.get(key)
+            series[key] = value if prev is None else max(prev, value)
+        for model, series in per_model.items():
+            acc = self.models[model]
+            if mapping.kind == "gauge":
+                if not series:
+                    continue
+                values = list(series.values())
+                if mapping.aggregate == "sum":
+                    acc.gauges[canonical] = math.fsum(values)
+                elif mapping.aggregate == "max":
+                    acc.gauges[canonical] = max(values)
+                else:
+                    acc.gauges[canonical] = math.fsum(values) / len(values)
+                if canonical == "kv_usage":
+                    acc.kv_mean = math.fsum(values) / len(values)
+            else:
+                # Counters: an empty dict means "present, nothing matched yet" (sums to 0).
+                acc.counters[canonical] = series
+
+    def _add_histogram(self, canonical: str, mapping: MetricMapping, samples: list[Sample]) -> None:
+        # model -> series key -> shard key -> accumulator
+        per_model: dict[str, dict[SeriesKey, dict[SeriesKey, _HistAcc]]] = {}
+        for s in samples:
+            model, key, shard, replica = self._split(s.labels)
+            acc_m = self._model(model)
+            acc_m.replicas.add(replica)
+            shards = per_model.setdefault(model, {})
+            if not _match(s.labels, mapping.match) or math.isnan(s.value):
+                continue
+            h = shards.setdefault(key, {}).get(shard)
+            if h is None:
+                h = shards[key][shard] = _HistAcc()
+            name = s.name
+            if name.endswith("_bucket"):
+                le = next((v for k, v in s.labels if k == "le"), None)
+                if le is None:
+                    continue
+                try:
+                    bound = float(le)
+                except ValueError:
+                    continue
+                h.buckets[bound] = s.value
+            elif name.endswith("_sum"):
+                h.sum = s.value
+            elif name.endswith("_count"):
+                h.count = s.value
+        for model, by_key in per_model.items():
+            out: dict[SeriesKey, HistogramSeries] = {}
+            for key, by_shard in by_key.items():
+                best = max(by_shard.values(), key=_HistAcc.total)
+                out[key] = best.build(mapping.scale)
+            self.models[model].histograms[canonical] = out
+
+    def build(self) -> dict[str, ModelReading]:
+        return {
+            name: ModelReading(
+                model=name,
+                gauges=acc.gauges,
+                kv_usage_mean=acc.kv_mean,
+                replicas=max(1, len({r for r in acc.replicas if r})),
+                counters=acc.counters,
+                histograms=acc.histograms,
+            )
+            for name, acc in self.models.items()
+        }

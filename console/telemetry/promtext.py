@@ -1,0 +1,354 @@
+"""A fast, lenient parser for the Prometheus text exposition format (0.0.4).
+
+Lenient means: a malformed line is skipped and reported in ``ParseResult.errors`` (with its line
+number), never raised. Documentation excerpts with ``...`` lines, lines cut mid-way, invalid
+UTF-8 (decoded with replacement characters) and arbitrary garbage all parse to "what could be
+read, plus errors". ``parse`` never raises on any ``bytes`` or ``str`` input.
+
+Speed: one ``split("\\n")`` and a tight loop with ``str.find`` instead of a regex per line. Label
+sets are parsed once per distinct label text and cached (histogram buckets of every family share
+their label texts, and successive scrapes repeat them). With ``wanted``, lines of other families
+are skipped after reading only their name.
+
+Conventions:
+- Metric names may contain ``:`` (vLLM, SGLang, llama.cpp).
+- Labels of a sample are sorted by label name (stable series identity across scrapes).
+- ``*_created`` series of counters, histograms and summaries (prometheus_client) are skipped unless
+  ``keep_created``.
+- Samples without a ``# TYPE`` are "untyped"; ``X_bucket`` samples with an ``le`` label and no
+  TYPE are grouped into an (inferred) histogram family ``X``, and ``X_sum``/``X_count`` join it.
+- Timestamps are accepted and ignored (values are "now").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Container
+from dataclasses import dataclass, field
+
+__all__ = ["KINDS", "Family", "Labels", "ParseResult", "Sample", "parse", "parse_labels"]
+
+Labels = tuple[tuple[str, str], ...]
+
+# Family kinds as written on ``# TYPE`` lines (OpenMetrics adds the last four; "unknown" = untyped).
+KINDS = frozenset({"counter", "gauge", "histogram", "summary", "untyped", "gaugehistogram", "info", "stateset"})
+_CHILD_SUFFIXES = ("_bucket", "_sum", "_count")
+_HAS_CHILDREN = frozenset({"histogram", "summary", "gaugehistogram"})
+
+_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)', re.DOTALL)
+_ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+_ESCAPE_RE = re.compile(r"\\[\\\"n]")
+
+# Label texts seen before -> parsed labels. Bounded: cleared when it grows past the limit.
+_LABEL_CACHE: dict[str, Labels] = {}
+_LABEL_CACHE_MAX = 50_000
+_NAME_OK: dict[str, bool] = {}
+
+
+@dataclass(slots=True)
+class Sample:
+    """One sample line: full sample name (``x_bucket``, ``x_total`` ...), sorted labels, value."""
+
+    name: str
+    labels: Labels
+    value: float
+
+
+@dataclass(slots=True)
+class Family:
+    """A metric family: the ``# TYPE`` name (or inferred), its kind, help text and samples."""
+
+    name: str
+    kind: str = "untyped"
+    help: str = ""
+    samples: list[Sample] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ParseResult:
+    """Families by name (in payload order), and one error line per malformed input line."""
+
+    families: dict[str, Family] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    # All malformed lines, including those beyond the ``max_errors`` reported.
+    error_count: int = 0
+    sample_count: int = 0
+    line_count: int = 0
+
+    def samples_named(self, name: str) -> list[Sample]:
+        """All samples whose sample name is exactly ``name``, whichever family holds them."""
+        out: list[Sample] = []
+        fam = self.families.get(name)
+        if fam is not None:
+            out.extend(s for s in fam.samples if s.name == name)
+        for suffix in _CHILD_SUFFIXES:
+            if name.endswith(suffix):
+                parent = self.families.get(name[: -len(suffix)])
+                if parent is not None and parent is not fam:
+                    out.extend(s for s in parent.samples if s.name == name)
+        return out
+
+
+def _name_ok(name: str) -> bool:
+    ok = _NAME_OK.get(name)
+    if ok is None:
+        ok = _NAME_RE.fullmatch(name) is not None
+        if len(_NAME_OK) > _LABEL_CACHE_MAX:
+            _NAME_OK.clear()
+        _NAME_OK[name] = ok
+    return ok
+
+
+def _unescape(value: str) -> str:
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], value)
+
+
+def parse_labels(text: str) -> Labels:
+    """Parse the inside of ``{...}`` into sorted (name, value) pairs; ValueError when malformed."""
+    cached = _LABEL_CACHE.get(text)
+    if cached is not None:
+        return cached
+    pairs: dict[str, str] = {}
+    pos = 0
+    end = len(text)
+    while pos < end:
+        if text[pos:].strip() == "":
+            break
+        m = _LABEL_RE.match(text, pos)
+        if m is None:
+            raise ValueError(f"malformed label set near {text[pos : pos + 30]!r}")
+        value = m.group(2)
+        if "\\" in value:
+            value = _unescape(value)
+        pairs[m.group(1)] = value
+        pos = m.end()
+        if m.group(3) == "" and pos < end:
+            raise ValueError("missing ',' between labels")
+    labels = tuple(sorted(pairs.items()))
+    if len(_LABEL_CACHE) > _LABEL_CACHE_MAX:
+        _LABEL_CACHE.clear()
+    _LABEL_CACHE[text] = labels
+    return labels
+
+
+def _parse_value(tokens: list[str]) -> float:
+    """``value [timestamp]`` -> value. float() accepts +Inf, -Inf, NaN and exponents."""
+    if not tokens:
+        raise ValueError("missing value")
+    if len(tokens) > 2:
+        raise ValueError("trailing garbage after value")
+    value = float(tokens[0])
+    if len(tokens) == 2:
+        int(tokens[1])  # timestamp in ms; ValueError when it is not an integer
+    return value
+
+
+def _expand_wanted(wanted: Container[str]) -> Container[str]:
+    if isinstance(wanted, set | frozenset | dict | list | tuple):
+        names = set(wanted)
+        return frozenset(names | {n + s for n in names for s in _CHILD_SUFFIXES})
+    # An arbitrary container: test each line's name and its suffix-stripped base against it.
+    return _StrippingContainer(wanted)
+
+
+class _StrippingContainer:
+    def __init__(self, inner: Container[str]) -> None:
+        self._inner = inner
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if name in self._inner:
+            return True
+        return any(name.endswith(s) and name[: -len(s)] in self._inner for s in _CHILD_SUFFIXES)
+
+
+def _decode(payload: bytes | bytearray | memoryview | str, errors: list[str]) -> str:
+    if isinstance(payload, str):
+        return payload
+    data = bytes(payload)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        errors.append(f"payload: invalid UTF-8 at byte {exc.start}; decoded with replacement characters")
+        return data.decode("utf-8", errors="replace")
+
+
+def parse(
+    payload: bytes | bytearray | memoryview | str,
+    wanted: Container[str] | None = None,
+    *,
+    keep_created: bool = False,
+    max_errors: int = 50,
+) -> ParseResult:
+    """Parse a Prometheus text payload. Never raises.
+
+    ``wanted``: family names to keep (e.g. ``vllm:prompt_tokens_total``,
+    ``vllm:time_to_first_token_seconds``); samples named ``<w>``, ``<w>_bucket``, ``<w>_sum`` and
+    ``<w>_count`` are kept, every other line is skipped after reading its name (and is not checked
+    for errors). ``None`` keeps everything.
+    ``max_errors``: how many error lines to keep (``error_count`` counts them all).
+    """
+    result = ParseResult()
+    errors = result.errors
+    try:
+        text = _decode(payload, errors)
+    except Exception as exc:  # e.g. a memoryview of a non-byte format
+        errors.append(f"payload: cannot decode: {exc}")
+        result.error_count = 1
+        return result
+    if errors:
+        result.error_count = len(errors)
+    accept = None if wanted is None else _expand_wanted(wanted)
+    families = result.families
+    # sample name -> family it belongs to (None: skipped, e.g. a _created series).
+    route: dict[str, Family | None] = {}
+    created_skip: set[str] = set()
+    label_cache = _LABEL_CACHE
+    n_samples = 0
+    lines = text.split("\n")
+    result.line_count = len(lines)
+
+    def error(lineno: int, reason: str, line: str) -> None:
+        result.error_count += 1
+        if len(errors) < max_errors:
+            shown = line if len(line) <= 80 else line[:77] + "..."
+            errors.append(f"line {lineno}: {reason}: {shown!r}")
+
+    for idx, line in enumerate(lines):
+        if not line:
+            continue
+        first = line[0]
+        if first == "#":
+            _comment(line, idx + 1, families, accept, created_skip, keep_created, error)
+            continue
+        if "\t" in line:
+            line = line.replace("\t", " ")
+        if first == " " or line[-1] in " \r":
+            line = line.strip()
+            if not line:
+                continue
+            if line[0] == "#":
+                _comment(line, idx + 1, families, accept, created_skip, keep_created, error)
+                continue
+        br = line.find("{")
+        sp = line.find(" ")
+        if br != -1 and (sp == -1 or br < sp):
+            name = line[:br]
+        elif sp != -1:
+            name = line[:sp]
+            rest = line[sp + 1 :].lstrip(" ")
+            br = len(line) - len(rest) if rest[:1] == "{" else -1
+        else:
+            name = line
+            br = -1
+        if accept is not None and name not in accept:
+            continue
+        try:
+            fam = route[name]
+        except KeyError:
+            if not _name_ok(name):
+                error(idx + 1, "invalid metric name", line)
+                continue
+            fam = _route(name, families, created_skip, keep_created)
+            route[name] = fam
+        if fam is None:
+            continue
+        try:
+            if br != -1:
+                close = line.rfind("}")
+                if close < br:
+                    raise ValueError("unterminated label set")
+                ltext = line[br + 1 : close]
+                labels = label_cache.get(ltext)
+                if labels is None:
+                    labels = parse_labels(ltext)
+                value = _parse_value(line[close + 1 :].split())
+            else:
+                labels = ()
+                value = _parse_value(line[sp + 1 :].split() if sp != -1 else [])
+        except ValueError as exc:
+            error(idx + 1, str(exc) or "malformed sample", line)
+            continue
+        fam.samples.append(Sample(name, labels, value))
+        n_samples += 1
+        if fam.kind == "untyped" and name.endswith("_bucket") and fam.name != name:
+            fam.kind = "histogram"  # inferred from an untyped X_bucket{le=...}
+    result.sample_count = n_samples
+    if result.error_count > len(errors) and len(errors) >= max_errors:
+        errors.append(f"... {result.error_count - len(errors)} more malformed lines not listed")
+    return result
+
+
+def _route(name: str, families: dict[str, Family], created_skip: set[str], keep_created: bool) -> Family | None:
+    """Which family a sample name belongs to; creates an untyped one when none is declared."""
+    fam = families.get(name)
+    if fam is not None:
+        return None if name in created_skip else fam
+    for suffix in _CHILD_SUFFIXES:
+        if name.endswith(suffix):
+            parent = families.get(name[: -len(suffix)])
+            if parent is not None and (parent.kind in _HAS_CHILDREN or parent.kind == "untyped"):
+                return parent
+    if not keep_created and name.endswith("_created"):
+        base = name[: -len("_created")]
+        if base in families or base + "_total" in families:
+            return None
+    if name.endswith("_bucket"):
+        # An undeclared histogram (e.g. an excerpt that lost its TYPE line): group under its base.
+        base = name[: -len("_bucket")]
+        fam = Family(base, "untyped")
+        families[base] = fam
+        return fam
+    fam = Family(name, "untyped")
+    families[name] = fam
+    return fam
+
+
+def _comment(
+    line: str,
+    lineno: int,
+    families: dict[str, Family],
+    accept: Container[str] | None,
+    created_skip: set[str],
+    keep_created: bool,
+    error: Callable[[int, str, str], None],
+) -> None:
+    parts = line.split(None, 3)
+    if len(parts) < 3 or parts[1] not in ("HELP", "TYPE"):
+        return  # a plain comment (or "# EOF")
+    name = parts[2]
+    if accept is not None and name not in accept:
+        return
+    if not _name_ok(name):
+        error(lineno, "invalid metric name in " + parts[1], line)
+        return
+    fam = families.get(name)
+    if parts[1] == "TYPE":
+        kind = parts[3].strip().lower() if len(parts) > 3 else ""
+        if kind == "unknown":
+            kind = "untyped"
+        if kind not in KINDS:
+            error(lineno, f"unknown metric type {kind!r}", line)
+            kind = "untyped"
+        if not keep_created and name.endswith("_created"):
+            base = name[: -len("_created")]
+            parent = families.get(base) or families.get(base + "_total")
+            if parent is not None and parent.kind in (*_HAS_CHILDREN, "counter"):
+                created_skip.add(name)
+                if fam is not None and not fam.samples:
+                    del families[name]  # its HELP line created it
+                return
+        if fam is None:
+            families[name] = Family(name, kind)
+        elif not fam.samples:
+            fam.kind = kind
+        return
+    help_text = parts[3].rstrip("\r") if len(parts) > 3 else ""
+    if "\\" in help_text:
+        help_text = _unescape(help_text)
+    if fam is None:
+        families[name] = Family(name, "untyped", help_text)
+    else:
+        fam.help = help_text
