@@ -9,11 +9,12 @@ from typing import Any
 
 def register(sub: Any) -> None:
     p = sub.add_parser("config", help="show the configuration file path or its contents (secrets masked)")
-    p.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
     csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
-    csub.add_parser("path", help="print the configuration file path")
+    path = csub.add_parser("path", help="print the configuration file path")
     show = csub.add_parser("show", help="print the effective configuration, secrets masked")
     show.add_argument("--json", action="store_true", help="machine-readable output")
+    for sp in (path, show):
+        sp.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
     p.set_defaults(func=run)
 
 
