@@ -103,7 +103,7 @@ def test_config_show_masks_secrets(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "sk-very-secret" not in r.stdout
     doc = json.loads(r.stdout)
-    assert doc["engines"]["big-vllm"]["api_key_status"] == "set"
+    assert doc["engines"]["big-vllm"]["credential_in_environment"] == "set"
     assert doc["engines"]["big-vllm"]["api_key_env"] == "VLLM_KEY"
     r = _cli("config", "path", env_extra={"ENGINEDECK_CONFIG_DIR": str(tmp_path)})
     assert r.stdout.strip() == str(tmp_path / "config.toml")

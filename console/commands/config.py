@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         key_env = inst.config.api_key_env
         data["resolved_url"] = inst.url
         if key_env:
-            data["api_key_status"] = "set" if inst.api_key else f"{key_env} is not set in the environment"
+            data["credential_in_environment"] = "set" if inst.api_key else f"{key_env} is not set in the environment"
         engines[inst.name] = data
     doc = mask_secrets({"file": str(cfg.path), "console": cfg.console.model_dump(mode="json"), "engines": engines})
     if args.json:
