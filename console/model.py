@@ -57,6 +57,9 @@ class Quantiles:
     count: float = 0.0  # observations in the window
     mean: float | None = None
     low_sample: bool = True
+    # Quantiles ("p50", "p90", "p99") that fell in the +Inf bucket: the value shown is the highest
+    # finite bucket bound, a lower bound of the truth (show it as ">x").
+    capped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
