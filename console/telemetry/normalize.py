@@ -20,8 +20,8 @@ with ``profile.metrics``:
   are combined at once with the mapping's ``aggregate`` (sum / max / mean), and ``kv_usage`` also
   gets its mean over series (``kv_usage_mean``).
 - **Bookkeeping.** ``unmapped``: raw family names (with samples) that no mapping used;
-  ``missing``: canonical metrics the profile maps but the payload lacked; ``raw_series()``: every
-  raw sample for a metrics browser.
+  ``missing``: canonical metrics the profile maps but the payload lacked; ``raw``: every raw sample
+  for a metrics browser (built lazily on first access).
 
 Nothing here raises on bad payloads: garbage gives a ``Reading`` with ``errors`` and
 ``empty == True`` (no sample parsed at all), which callers test instead of catching an exception.
@@ -110,18 +110,40 @@ class Reading:
     sample_count: int
     parsed: ParseResult
 
+    # Lazily built ``raw`` (building RawSeries for thousands of samples is the slow part).
+    _raw_cache: list[tuple[RawSeries, ...]] = field(default_factory=list, repr=False, compare=False)
+
     @property
     def empty(self) -> bool:
         """No sample could be parsed at all (not a metrics payload)."""
         return self.sample_count == 0
 
-    def raw_series(self) -> tuple[RawSeries, ...]:
+    @property
+    def ok(self) -> bool:
+        """At least one sample parsed (a metrics payload, possibly with some malformed lines)."""
+        return self.sample_count > 0
+
+    def error_summary(self) -> str:
+        """One line: how many lines were malformed and the first reason."""
+        if not self.errors:
+            return "no samples" if self.empty else "no errors"
+        count = max(self.parsed.error_count, len(self.errors))
+        first = self.errors[0]
+        return f"{count} problem{'s' if count != 1 else ''}; first: {first}"
+
+    @property
+    def raw(self) -> tuple[RawSeries, ...]:
         """Every parsed sample (all families unless the payload was parsed with ``full=False``)."""
-        out: list[RawSeries] = []
-        for fam in self.parsed.families.values():
-            kind = fam.kind
-            out.extend(RawSeries(s.name, s.labels, s.value, kind) for s in fam.samples)
-        return tuple(out)
+        if not self._raw_cache:
+            out: list[RawSeries] = []
+            for fam in self.parsed.families.values():
+                kind = fam.kind
+                out.extend(RawSeries(s.name, s.labels, s.value, kind) for s in fam.samples)
+            self._raw_cache.append(tuple(out))
+        return self._raw_cache[0]
+
+    def raw_series(self) -> tuple[RawSeries, ...]:
+        return self.raw
 
 
 def wanted_names(profile: EngineProfile) -> frozenset[str]:
@@ -157,7 +179,7 @@ def normalize(
 
     ``format``: None sniffs (JSON -> trtllm-json, else Prometheus text).
     ``full=False`` parses only the families the profile maps (much faster on large payloads);
-    ``raw_series()`` and ``unmapped`` then cover only those.
+    ``raw`` and ``unmapped`` then cover only those.
     """
     if isinstance(payload, ParseResult):
         fmt: PayloadFormat = format or "prometheus"
