@@ -1,0 +1,1 @@
+"""Streaming client, load generator and engine comparison benchmark (no UI imports)."""
