@@ -1,0 +1,37 @@
+"""Bounded history: rings wrap at capacity, gaps stay gaps, the store refuses runaway series."""
+
+from __future__ import annotations
+
+import math
+
+from console.telemetry.history import History, Ring
+
+
+def test_ring_wraps_and_keeps_order() -> None:
+    r = Ring(3)
+    for i in range(5):
+        r.append(float(i), float(i * 10))
+    assert len(r) == 3
+    assert r.values() == [20.0, 30.0, 40.0]
+    assert r.points(2) == [(3.0, 30.0), (4.0, 40.0)]
+    assert r.latest() == (4.0, 40.0)
+
+
+def test_none_is_a_gap_not_zero() -> None:
+    r = Ring(4)
+    r.append(1.0, None)
+    r.append(2.0, 5.0)
+    v = r.values()
+    assert math.isnan(v[0]) and v[1] == 5.0
+
+
+def test_memory_is_bounded() -> None:
+    h = History(capacity=3600, max_series=10)
+    for s in range(7200):
+        h.append(("e", "running"), float(s), 1.0)
+    one = h.memory_bytes()
+    assert one == 3600 * 8 * 2
+    for k in range(20):
+        h.append(("e", f"m{k}"), 0.0, 1.0)
+    assert len(h.keys()) == 10
+    assert h.memory_bytes() == 10 * one
