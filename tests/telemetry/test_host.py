@@ -1,0 +1,129 @@
+"""HostCollector against the real psutil and real child processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from console.model import SourceState
+from console.telemetry.host import HostCollector
+
+BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
+
+
+def spawn(args: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(args, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the group is only what it started
+        except ProcessLookupError:
+            pass
+    proc.wait(10)
+
+
+@pytest.fixture
+def busy() -> Iterator[subprocess.Popen[bytes]]:
+    proc = spawn([sys.executable, "-c", BUSY])
+    try:
+        yield proc
+    finally:
+        stop(proc)
+
+
+@pytest.fixture
+def tree() -> Iterator[subprocess.Popen[bytes]]:
+    proc = spawn(["sh", "-c", "sleep 60 & sleep 60 & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(psutil.Process(proc.pid).children(recursive=True)) < 2:
+            assert time.monotonic() < deadline, "children did not start"
+            time.sleep(0.02)
+        yield proc
+    finally:
+        stop(proc)
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait(10)
+    return proc.pid
+
+
+def test_host_snapshot_fields() -> None:
+    host = HostCollector(clock=lambda: 123.0)
+    snap = host.collect()
+    vm = psutil.virtual_memory()
+    assert snap.taken_at == 123.0 and snap.freshness.state is SourceState.OK and snap.freshness.updated_at == 123.0
+    assert snap.cpu_count == psutil.cpu_count() and snap.hostname == socket.gethostname()
+    assert snap.mem_total_bytes == vm.total
+    assert snap.mem_used_bytes is not None and 0 < snap.mem_used_bytes <= vm.total
+    assert snap.load_avg is not None and len(snap.load_avg) == 3 and all(x >= 0 for x in snap.load_avg)
+
+
+def test_host_cpu_is_non_blocking_and_sees_a_busy_process(busy: subprocess.Popen[bytes]) -> None:
+    host = HostCollector()
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    snap = host.collect()
+    assert time.monotonic() - t0 < 0.5  # no sampling interval inside collect()
+    ncpu = psutil.cpu_count() or 1
+    # One core spinning: the host is at least about 1/ncpu busy (more if the box is shared).
+    assert snap.cpu_percent is not None and 50.0 / ncpu <= snap.cpu_percent <= 100.0
+
+
+def test_process_cpu_needs_two_samples_then_follows_the_process(busy: subprocess.Popen[bytes]) -> None:
+    host = HostCollector()
+    first = host.process_stats([busy.pid])
+    assert first.pids == (busy.pid,) and first.missing == ()
+    assert first.cpu_percent is None  # psutil's first reading is meaningless
+    assert first.rss_bytes is not None and first.rss_bytes > 1_000_000
+    time.sleep(1.0)
+    second = host.process_stats([busy.pid])
+    assert second.cpu_percent is not None and second.cpu_percent > 10.0  # a spinning loop, tolerant
+
+
+def test_idle_process_uses_little_cpu(tree: subprocess.Popen[bytes]) -> None:
+    host = HostCollector()
+    host.process_stats([tree.pid])
+    time.sleep(0.5)
+    stats = host.process_stats([tree.pid])
+    assert stats.cpu_percent is not None and stats.cpu_percent < 5.0
+
+
+def test_tree_includes_descendants_and_group_does_not(tree: subprocess.Popen[bytes]) -> None:
+    host = HostCollector()
+    kids = {c.pid for c in psutil.Process(tree.pid).children(recursive=True)}
+    whole = host.process_stats([tree.pid])
+    assert set(whole.pids) == {tree.pid, *kids} and whole.roots == (tree.pid,)
+    only = host.process_stats([tree.pid], children=False)
+    assert only.pids == (tree.pid,)
+    assert only.rss_bytes is not None and whole.rss_bytes is not None and whole.rss_bytes > only.rss_bytes
+    # a container's PID list: exactly those PIDs, each counted once
+    group = host.process_stats([*kids, *kids], children=False)
+    assert set(group.pids) == kids
+    per = host.per_root([tree.pid, *kids])
+    assert set(per) == {tree.pid, *kids} and all(per[k].pids == (k,) for k in kids)
+
+
+def test_missing_and_exited_processes(tree: subprocess.Popen[bytes]) -> None:
+    host = HostCollector()
+    gone = dead_pid()
+    stats = host.process_stats([gone])
+    assert stats.missing == (gone,) and stats.pids == () and not stats.alive
+    assert stats.cpu_percent is None and stats.rss_bytes is None
+    assert host.process_stats([tree.pid]).alive
+    stop(tree)
+    after = host.process_stats([tree.pid])
+    assert after.missing == (tree.pid,) and not after.alive
+    host.collect()  # prunes cached dead processes without complaint
