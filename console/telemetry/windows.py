@@ -1,0 +1,441 @@
+"""Time windows over successive readings: counter rates, windowed histogram quantiles, hit rates.
+
+``EngineMetricsState(profile)`` receives one normalised ``Reading`` per scrape (``ingest``) and
+produces ``ModelMetrics`` per served model plus a total (``metrics``).
+
+**Counter resets (per series).** A series whose value drops (the engine or one DP replica
+restarted, or a series was re-created) starts a *new baseline*: the increase across the scrape
+interval that contains the reset is counted as 0, later increases count normally. We do not assume
+"post-reset value = increase from 0" (Prometheus' choice): after a restart with a long scrape gap
+that would put everything done since the restart into one interval, a spike. New baseline never
+over-counts; it under-counts at most one scrape interval of one series. A series seen for the first
+time (a new DP engine, a new ``finished_reason``) also starts at its baseline. Histograms use the
+same rule per series (a drop of ``count`` or of any bucket), and a change of bucket layout is a new
+series. Rates are therefore never negative.
+
+**Windows.** A rate over W seconds is (Σ increase since the newest frame at least W old) / (elapsed
+time since that frame). While the history is shorter than W (start-up) the oldest frame is used:
+the rate covers what there is. With a single frame there is nothing to difference: None.
+
+**Quantiles.** p50/p90/p99 over the last 60 s come from bucket-count deltas (all series of the model
+summed), interpolated linearly inside the bucket holding the rank, like Prometheus'
+``histogram_quantile`` (the first bucket's lower edge is 0). A quantile that falls in the ``+Inf``
+bucket reports the highest finite bound and is listed in ``Quantiles.capped``: a lower bound, never
+an invented maximum. ``count`` and ``mean`` (Δsum / Δcount) come with them. ``low_sample`` is set
+below ``LOW_SAMPLE`` (20) observations in the window: below that p90 rests on two observations or
+fewer; p99 is only more than "about the maximum" from ~100 observations on, so treat p99 with care
+even without the flag.
+
+**Prefix-cache hit rate** = Δ(Σ numerator counters) / Δ(Σ denominator counters) over 60 s, per the
+profile's ``prefix_hit_rate``; None when Δdenominator is 0 (idle) or there is only one frame. When
+the engine lacks those counters the ``prefix_hit_rate_gauge`` mapping is used instead
+(``prefix_hit_rate_window = "gauge"``). None (n/a) everywhere the engine lacks a metric, never 0.
+
+**Totals** over models: running/waiting/rates summed, KV usage max (mean of the models' means),
+quantiles and hit rate from the summed deltas of all models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from console.model import ModelMetrics, Quantiles, Rates
+from console.profiles import EngineProfile
+from console.telemetry.normalize import HistogramSeries, Reading, SeriesKey
+
+__all__ = [
+    "LOW_SAMPLE",
+    "QUANTILE_WINDOW",
+    "RATE_WINDOWS",
+    "TOTAL_MODEL",
+    "EngineMetricsState",
+    "histogram_quantile",
+    "quantiles_from_buckets",
+]
+
+RATE_WINDOWS = (5.0, 15.0, 60.0)
+QUANTILE_WINDOW = 60.0
+HIT_RATE_WINDOW = 60.0
+LOW_SAMPLE = 20
+TOTAL_MODEL = "*"  # ModelMetrics.model of the all-models total
+
+# model -> canonical -> series -> value
+_CounterTree = dict[str, dict[str, dict[SeriesKey, float]]]
+_HistTree = dict[str, dict[str, dict[SeriesKey, "_HVec"]]]
+
+
+@dataclass(frozen=True, slots=True)
+class _HVec:
+    """Reset-corrected cumulative histogram: bucket counts, then sum, then count."""
+
+    bounds: tuple[float, ...]
+    values: tuple[float, ...]  # len(bounds) bucket counts + [sum, count]
+
+
+@dataclass(slots=True)
+class _Frame:
+    t: float
+    counters: _CounterTree
+    hists: _HistTree
+
+
+@dataclass(slots=True)
+class _Track:
+    """Per-series reset bookkeeping: last raw value(s) and the offset(s) added to raw values."""
+
+    last_raw: tuple[float, ...]
+    offset: list[float]
+    bounds: tuple[float, ...] = ()
+    last_t: float = 0.0
+
+
+def histogram_quantile(q: float, bounds: tuple[float, ...], counts: tuple[float, ...]) -> tuple[float | None, bool]:
+    """Prometheus-style quantile of cumulative ``counts`` per ascending upper ``bounds``.
+
+    Returns (value, capped): capped is True when the rank falls in the +Inf bucket, and the value is
+    then the highest finite bound (None if there is none). None when there are no observations.
+    """
+    if not bounds or len(bounds) != len(counts):
+        return None, False
+    total = counts[-1]
+    if not total > 0:
+        return None, False
+    rank = q * total
+    prev_bound, prev_count = 0.0, 0.0
+    for i, (bound, count) in enumerate(zip(bounds, counts, strict=True)):
+        if count >= rank and count > 0:
+            if math.isinf(bound):
+                finite = [b for b in bounds if not math.isinf(b)]
+                return (finite[-1] if finite else None), True
+            if i == 0 and bound <= 0:
+                return bound, False
+            lower = prev_bound if i > 0 else 0.0
+            if count == prev_count:
+                return bound, False
+            return lower + (bound - lower) * (rank - prev_count) / (count - prev_count), False
+        prev_bound, prev_count = bound, count
+    return None, False
+
+
+def quantiles_from_buckets(
+    bounds: tuple[float, ...], counts: tuple[float, ...], total_sum: float | None, total_count: float | None = None
+) -> Quantiles:
+    """Quantiles of one cumulative histogram (a window delta, or since-start values)."""
+    count = total_count if total_count is not None else (counts[-1] if counts else 0.0)
+    if not count or count <= 0:
+        return Quantiles(count=0.0, low_sample=True)
+    values: dict[str, float | None] = {}
+    capped: list[str] = []
+    for label, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        v, cap = histogram_quantile(q, bounds, counts)
+        values[label] = v
+        if cap:
+            capped.append(label)
+    mean = total_sum / count if total_sum is not None else None
+    return Quantiles(
+        p50=values["p50"],
+        p90=values["p90"],
+        p99=values["p99"],
+        count=count,
+        mean=mean,
+        low_sample=count < LOW_SAMPLE,
+        capped=tuple(capped),
+    )
+
+
+def _hvec_raw(h: HistogramSeries) -> tuple[float, ...]:
+    return (*h.counts, h.sum if h.sum is not None else math.nan, h.count)
+
+
+@dataclass(slots=True)
+class _Window:
+    """Sums of increases over one window for one model (or all), per canonical metric."""
+
+    dt: float | None
+    increases: dict[str, float] = field(default_factory=dict)
+
+
+class EngineMetricsState:
+    """Bounded history of one engine's readings; turns them into ``ModelMetrics``."""
+
+    def __init__(self, profile: EngineProfile, history_seconds: float = 60.0) -> None:
+        self.profile = profile
+        # Keep at least the longest window, plus the frame just before it.
+        self.history_seconds = max(float(history_seconds), max(RATE_WINDOWS), QUANTILE_WINDOW)
+        self._frames: deque[_Frame] = deque()
+        self._tracks: dict[tuple[str, str, SeriesKey], _Track] = {}
+        self._latest: Reading | None = None
+        self.resets = 0  # series resets seen (for diagnostics and tests)
+
+    # -- ingest ---------------------------------------------------------------------------------
+
+    def ingest(self, t_monotonic: float, reading: Reading) -> None:
+        """Add one reading taken at ``t_monotonic``. Readings not newer than the last are used for
+        gauges only (a clock that does not advance cannot give rates)."""
+        self._latest = reading
+        if self._frames and t_monotonic <= self._frames[-1].t:
+            return
+        counters: _CounterTree = {}
+        hists: _HistTree = {}
+        for model, mr in reading.models.items():
+            c_out: dict[str, dict[SeriesKey, float]] = {}
+            for canonical, series in mr.counters.items():
+                c_out[canonical] = {
+                    key: self._correct((model, canonical, key), (value,), (), t_monotonic)[0]
+                    for key, value in series.items()
+                }
+            counters[model] = c_out
+            h_out: dict[str, dict[SeriesKey, _HVec]] = {}
+            for canonical, hseries in mr.histograms.items():
+                h_out[canonical] = {
+                    key: _HVec(h.bounds, self._correct((model, canonical, key), _hvec_raw(h), h.bounds, t_monotonic))
+                    for key, h in hseries.items()
+                }
+            hists[model] = h_out
+        self._frames.append(_Frame(t_monotonic, counters, hists))
+        self._trim(t_monotonic)
+
+    def _correct(
+        self, key: tuple[str, str, SeriesKey], raw: tuple[float, ...], bounds: tuple[float, ...], t: float
+    ) -> tuple[float, ...]:
+        track = self._tracks.get(key)
+        if track is None or track.bounds != bounds or len(track.last_raw) != len(raw):
+            self._tracks[key] = _Track(raw, [0.0] * len(raw), bounds, t)
+            return raw
+        # A drop of the value (counters) or of the count / any bucket (histograms) is a reset. The
+        # sum of a histogram is not checked: it may fall legitimately with negative observations.
+        checked = range(len(raw)) if not bounds else [*range(len(bounds)), len(raw) - 1]
+        reset = any(raw[i] < track.last_raw[i] for i in checked)
+        if reset:
+            self.resets += 1
+            # New baseline: keep the corrected value where it was, so this interval adds 0.
+            track.offset = [
+                (last + off - r) if not (math.isnan(r) or math.isnan(last)) else off
+                for r, last, off in zip(raw, track.last_raw, track.offset, strict=True)
+            ]
+        track.last_raw = raw
+        track.last_t = t
+        return tuple(r + off for r, off in zip(raw, track.offset, strict=True))
+
+    def _trim(self, now: float) -> None:
+        horizon = now - self.history_seconds
+        frames = self._frames
+        # Keep one frame at or before the horizon: it is the base of the longest window.
+        while len(frames) >= 2 and frames[1].t <= horizon:
+            frames.popleft()
+        if len(self._tracks) > 64:
+            stale = [k for k, tr in self._tracks.items() if tr.last_t < horizon - self.history_seconds]
+            for k in stale:
+                del self._tracks[k]
+
+    def reset(self) -> None:
+        """Forget all history (e.g. the engine instance was replaced)."""
+        self._frames.clear()
+        self._tracks.clear()
+        self._latest = None
+
+    # -- windows --------------------------------------------------------------------------------
+
+    def _base_index(self, window: float) -> int | None:
+        frames = self._frames
+        if len(frames) < 2:
+            return None
+        target = frames[-1].t - window
+        base = 0
+        for i in range(len(frames) - 2, -1, -1):
+            if frames[i].t <= target:
+                base = i
+                break
+        return base
+
+    def _counter_increase(self, base: int, models: list[str], canonicals: tuple[str, ...]) -> float | None:
+        """Σ increase of the counters since frame ``base``; None if none of them is present now."""
+        frames = self._frames
+        cur = frames[-1].counters
+        total = 0.0
+        present = False
+        for model in models:
+            by_canon = cur.get(model, {})
+            for canonical in canonicals:
+                series = by_canon.get(canonical)
+                if series is None:
+                    continue
+                present = True
+                for key, value in series.items():
+                    start = None
+                    for j in range(base, len(frames) - 1):
+                        start = frames[j].counters.get(model, {}).get(canonical, {}).get(key)
+                        if start is not None:
+                            break
+                    if start is not None:
+                        total += max(0.0, value - start)
+        return total if present else None
+
+    def _rates(self, models: list[str], canonical: str) -> Rates:
+        out: list[float | None] = []
+        for window in RATE_WINDOWS:
+            base = self._base_index(window)
+            if base is None:
+                out.append(None)
+                continue
+            inc = self._counter_increase(base, models, (canonical,))
+            dt = self._frames[-1].t - self._frames[base].t
+            out.append(None if inc is None or dt <= 0 else inc / dt)
+        return Rates(out[0], out[1], out[2])
+
+    def _quantiles(self, models: list[str], canonical: str) -> Quantiles:
+        frames = self._frames
+        cur = frames[-1].hists
+        deltas: list[tuple[tuple[float, ...], list[float]]] = []
+        base = self._base_index(QUANTILE_WINDOW)
+        present = False
+        for model in models:
+            series = cur.get(model, {}).get(canonical)
+            if series is None:
+                continue
+            present = True
+            if base is None:
+                continue
+            for key, vec in series.items():
+                start: _HVec | None = None
+                for j in range(base, len(frames) - 1):
+                    cand = frames[j].hists.get(model, {}).get(canonical, {}).get(key)
+                    if cand is not None and cand.bounds == vec.bounds:
+                        start = cand
+                        break
+                if start is None:
+                    continue
+                deltas.append((vec.bounds, [max(0.0, a - b) for a, b in zip(vec.values, start.values, strict=True)]))
+        if not present:
+            return Quantiles()
+        if not deltas:
+            return Quantiles(count=0.0, low_sample=True)
+        bounds, counts, dsum, dcount = _merge(deltas)
+        if not bounds:
+            # Count-only histogram (an excerpt without buckets): count and mean, no quantiles.
+            mean = dsum / dcount if dsum is not None and dcount > 0 else None
+            return Quantiles(count=dcount, mean=mean, low_sample=dcount < LOW_SAMPLE)
+        return quantiles_from_buckets(bounds, counts, dsum, dcount)
+
+    def _hit_rate(self, models: list[str], latest_gauge: float | None) -> tuple[float | None, str]:
+        spec = self.profile.metrics.prefix_hit_rate
+        frames = self._frames
+        if spec is not None and frames:
+            cur = frames[-1].counters
+            needed = (*spec.numerator, *spec.denominator)
+            has_all = any(all(c in cur.get(m, {}) for c in needed) for m in models)
+            if has_all:
+                base = self._base_index(HIT_RATE_WINDOW)
+                if base is None:
+                    return None, "60s"
+                num = self._counter_increase(base, models, spec.numerator)
+                den = self._counter_increase(base, models, spec.denominator)
+                if num is None or den is None or den <= 0:
+                    return None, "60s"
+                return min(1.0, max(0.0, num / den)), "60s"
+        if latest_gauge is not None:
+            return latest_gauge, "gauge"
+        return None, "60s"
+
+    # -- output ---------------------------------------------------------------------------------
+
+    def _model_metrics(self, name: str, models: list[str]) -> ModelMetrics:
+        latest = self._latest
+        assert latest is not None
+        readings = [latest.models[m] for m in models if m in latest.models]
+        spec_map = self.profile.metrics.map
+
+        def gauge(canonical: str, combine: str) -> float | None:
+            vals = [r.gauges[canonical] for r in readings if canonical in r.gauges]
+            if not vals:
+                return None
+            if combine == "sum":
+                return math.fsum(vals)
+            if combine == "max":
+                return max(vals)
+            return math.fsum(vals) / len(vals)
+
+        kv_means = [r.kv_usage_mean for r in readings if r.kv_usage_mean is not None]
+        counters: dict[str, float] = {}
+        if self._frames:
+            cur = self._frames[-1].counters
+            for canonical in {c for m in models for c in cur.get(m, {})}:
+                counters[canonical] = math.fsum(v for m in models for v in cur.get(m, {}).get(canonical, {}).values())
+        hit, hit_window = self._hit_rate(models, gauge("prefix_hit_rate_gauge", "mean"))
+
+        def rates(canonical: str) -> Rates:
+            return self._rates(models, canonical) if canonical in spec_map else Rates()
+
+        def quant(canonical: str) -> Quantiles:
+            return self._quantiles(models, canonical) if canonical in spec_map else Quantiles()
+
+        return ModelMetrics(
+            model=name,
+            running=gauge("running", "sum"),
+            waiting=gauge("waiting", "sum"),
+            kv_usage=gauge("kv_usage", "max"),
+            kv_usage_mean=(math.fsum(kv_means) / len(kv_means)) if kv_means else None,
+            replicas=max((r.replicas for r in readings), default=1),
+            prefix_hit_rate=hit,
+            prefix_hit_rate_window=hit_window,
+            prompt_tps=rates("prompt_tokens"),
+            generation_tps=rates("generation_tokens"),
+            request_rate=rates("requests_finished"),
+            error_rate=rates("requests_failed"),
+            preemptions_total=counters.get("preemptions"),
+            preemption_rate=rates("preemptions"),
+            ttft=quant("ttft"),
+            itl=quant("itl"),
+            tpot=quant("tpot"),
+            e2e=quant("e2e"),
+            queue_time=quant("queue_time"),
+            counters=counters,
+        )
+
+    def metrics(self) -> tuple[tuple[ModelMetrics, ...], ModelMetrics]:
+        """(per-model metrics in payload order, all-models total named ``TOTAL_MODEL``)."""
+        if self._latest is None:
+            return (), ModelMetrics(model=TOTAL_MODEL)
+        names = list(self._latest.models)
+        per_model = tuple(self._model_metrics(n, [n]) for n in names)
+        total = self._model_metrics(TOTAL_MODEL, names)
+        return per_model, total
+
+    snapshot = metrics
+
+
+def _merge(
+    deltas: list[tuple[tuple[float, ...], list[float]]],
+) -> tuple[tuple[float, ...], tuple[float, ...], float | None, float]:
+    """Sum window deltas of several series: (bounds, cumulative counts, Δsum, Δcount)."""
+    dsum: float | None = 0.0
+    dcount = 0.0
+    for bounds, vals in deltas:
+        s = vals[len(bounds)]
+        dsum = None if dsum is None or math.isnan(s) else dsum + s
+        dcount += vals[len(bounds) + 1]
+    first_bounds = deltas[0][0]
+    if all(b == first_bounds for b, _ in deltas):
+        n = len(first_bounds)
+        counts = [math.fsum(v[i] for _, v in deltas) for i in range(n)]
+    else:
+        # Different layouts (rare): evaluate every series' cumulative count at the union of bounds,
+        # using its largest own bound not above each one (a lower estimate, still monotonic).
+        first_bounds = tuple(sorted({b for bounds, _ in deltas for b in bounds}))
+        counts = []
+        for ub in first_bounds:
+            acc = 0.0
+            for bounds, vals in deltas:
+                below = [vals[i] for i, b in enumerate(bounds) if b <= ub]
+                acc += below[-1] if below else 0.0
+            counts.append(acc)
+    running = 0.0
+    mono: list[float] = []
+    for c in counts:
+        running = max(running, c)
+        mono.append(running)
+    if first_bounds and mono:
+        dcount = max(dcount, mono[-1]) if dcount == 0 else dcount
+    return first_bounds, tuple(mono), dsum, dcount
