@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from console.model import ModelMetrics, Quantiles, Rates
@@ -52,6 +53,7 @@ __all__ = [
     "TOTAL_MODEL",
     "EngineMetricsState",
     "histogram_quantile",
+    "merge_histograms",
     "quantiles_from_buckets",
 ]
 
@@ -143,6 +145,16 @@ def quantiles_from_buckets(
         low_sample=count < LOW_SAMPLE,
         capped=tuple(capped),
     )
+
+
+def merge_histograms(
+    series: Iterable[HistogramSeries],
+) -> tuple[tuple[float, ...], tuple[float, ...], float | None, float]:
+    """Sum several cumulative histograms: (bounds, cumulative counts, sum or None, count)."""
+    items = [(h.bounds, [*h.counts, h.sum if h.sum is not None else math.nan, h.count]) for h in series]
+    if not items:
+        return (), (), None, 0.0
+    return _merge(items)
 
 
 def _hvec_raw(h: HistogramSeries) -> tuple[float, ...]:

@@ -1,0 +1,299 @@
+"""`enginedeck inspect-metrics`: one metrics payload through the parser and the profile's mapping.
+
+    enginedeck inspect-metrics --engine vllm http://127.0.0.1:8000        # base URL + profile path
+    enginedeck inspect-metrics vllm@http://127.0.0.1:8000
+    enginedeck inspect-metrics --engine sglang saved-metrics.txt
+    curl -s host:8000/metrics | enginedeck inspect-metrics --engine vllm - --json
+
+Prints, per served model, every canonical metric's value or n/a, the raw name it came from (legacy
+names flagged), then the canonical metrics the payload lacked, the raw families no mapping used,
+and the malformed lines. Counters and histograms are cumulative since engine start (one payload has
+no time window). Exit 0; 1 with one line on stderr for bad input, a failed fetch, or a payload
+with no metric samples at all (the report is still printed then).
+
+``--json`` schema (``schema: 1``)::
+
+    {"schema": 1, "profile": str, "source": str, "format": "prometheus"|"trtllm-json",
+     "samples": int, "error_count": int, "errors": [str],            # at most 50 listed
+     "missing": [canonical], "unmapped": [raw family], "not_in_profile": [canonical],
+     "models": [{"model": str, "replicas": int,
+                 "metrics": {canonical: null | {"raw_name": str, "legacy": bool, "kind": str,
+                     "value": float|null,                 # gauges, counters
+                     "mean": float|null,                   # kv_usage: mean over replicas
+                     "series": int,                        # counters, histograms
+                     "count", "sum", "p50", "p90", "p99": float|null, "capped": [str]}}}]}
+                                                           # histograms, since start
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from typing import Any
+from urllib.parse import urlsplit
+
+MAX_BYTES = 32 * 1024 * 1024
+TIMEOUT_S = 10.0
+_PROFILE_AT_URL = re.compile(r"^([a-z][a-z0-9_-]*)@(https?://.+)$")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "inspect-metrics",
+        help="parse one metrics payload (URL, file or -) and show canonical values and unmapped series",
+    )
+    p.add_argument("source", metavar="URL|FILE|-|PROFILE@URL", help="where the payload comes from")
+    p.add_argument("--engine", metavar="PROFILE", help="engine profile (vllm, sglang, trtllm, tgi, llamacpp, ...)")
+    p.add_argument("--json", action="store_true", help="print a JSON document (schema in the module docstring)")
+    p.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the engine's API key")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.errors import UserError
+    from console.profiles import get_profile
+    from console.telemetry.normalize import normalize
+
+    source: str = args.source
+    profile_name: str | None = args.engine
+    m = _PROFILE_AT_URL.match(source)
+    if m:
+        if profile_name and profile_name != m.group(1):
+            raise UserError(f"--engine {profile_name} contradicts {m.group(1)}@... in {source}")
+        profile_name, source = m.group(1), m.group(2)
+    if not profile_name:
+        raise UserError("say which engine profile to use: --engine PROFILE, or PROFILE@URL")
+    profile = get_profile(profile_name)
+
+    if source.startswith(("http://", "https://")):
+        payload, shown = _fetch(profile, source, args.api_key_env)
+    elif source == "-":
+        payload, shown = _read_stdin(), "<stdin>"
+    else:
+        payload, shown = _read_file(source), source
+    reading = normalize(profile, payload)
+    report = _report(profile, reading, shown)
+    if args.json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+    else:
+        _print_text(profile.display_name, report)
+    if reading.empty:
+        raise UserError(f"no metric samples in {shown} ({reading.error_summary()})")
+    return 0
+
+
+# -- input ------------------------------------------------------------------------------------------
+
+
+def _read_file(path: str) -> bytes:
+    from console.errors import UserError
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise UserError(f"{path} is larger than {MAX_BYTES // (1024 * 1024)} MiB")
+    return data
+
+
+def _read_stdin() -> bytes:
+    from console.errors import UserError
+
+    data = sys.stdin.buffer.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise UserError(f"stdin is larger than {MAX_BYTES // (1024 * 1024)} MiB")
+    return data
+
+
+def _api_key(profile: Any, env_name: str | None) -> str | None:
+    from console.errors import UserError
+
+    if env_name:
+        key = os.environ.get(env_name)
+        if not key:
+            raise UserError(f"--api-key-env {env_name}: that environment variable is not set")
+        return key
+    # Without the flag, use the engine's own key variable when the metrics path needs a key.
+    if profile.metrics.requires_api_key:
+        for name in (profile.container.api_key_env, profile.process.api_key_env):
+            if name and os.environ.get(name):
+                return os.environ[name]
+    return None
+
+
+def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]:
+    import httpx
+
+    from console.errors import UserError
+
+    parts = urlsplit(url)
+    if parts.path in ("", "/"):
+        url = url.rstrip("/") + profile.metrics.path
+    key = _api_key(profile, api_key_env)
+    headers = {"Accept": "text/plain;version=0.0.4, application/json;q=0.5, */*;q=0.1"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    try:
+        with (
+            httpx.Client(timeout=TIMEOUT_S, follow_redirects=True) as client,
+            client.stream("GET", url, headers=headers) as resp,
+        ):
+            if resp.status_code != 200:
+                raise UserError(_http_error(profile, url, resp.status_code, key is not None))
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in resp.iter_bytes():
+                size += len(chunk)
+                if size > MAX_BYTES:
+                    raise UserError(f"{url}: payload larger than {MAX_BYTES // (1024 * 1024)} MiB")
+                chunks.append(chunk)
+    except httpx.ConnectError as exc:
+        reason = "connection refused" if "refused" in str(exc).lower() else f"cannot connect ({exc})"
+        raise UserError(f"{url}: {reason}") from None
+    except httpx.TimeoutException:
+        raise UserError(f"{url}: no answer within {TIMEOUT_S:g} s") from None
+    except httpx.HTTPError as exc:
+        raise UserError(f"{url}: {type(exc).__name__}: {exc}") from None
+    return b"".join(chunks), url
+
+
+def _http_error(profile: Any, url: str, status: int, sent_key: bool) -> str:
+    msg = f"{url}: HTTP {status}"
+    if status in (401, 403):
+        msg += " (wrong API key)" if sent_key else " (the endpoint needs an API key: --api-key-env NAME)"
+    elif status == 404:
+        msg += " (no metrics endpoint here"
+        msg += f"; {profile.metrics.enable_hint})" if profile.metrics.enable_hint else ")"
+    elif status == 503:
+        msg += " (engine still loading?)"
+    return msg
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else x
+
+
+def _report(profile: Any, reading: Any, source: str) -> dict[str, Any]:
+    from console.profiles import CANONICAL, COUNTERS, HISTOGRAMS
+    from console.telemetry.normalize import ModelReading
+    from console.telemetry.windows import merge_histograms, quantiles_from_buckets
+
+    spec_map = profile.metrics.map
+    models = list(reading.models.values()) or [ModelReading(model="")]
+    out_models: list[dict[str, Any]] = []
+    for mr in models:
+        metrics: dict[str, Any] = {}
+        for canonical in CANONICAL:
+            res = reading.resolved.get(canonical)
+            if canonical not in spec_map or res is None:
+                metrics[canonical] = None
+                continue
+            entry: dict[str, Any] = {"raw_name": res.raw_name, "legacy": res.legacy, "kind": res.kind}
+            if canonical in HISTOGRAMS:
+                series = mr.histograms.get(canonical)
+                if not series:
+                    metrics[canonical] = None
+                    continue
+                bounds, counts, hsum, hcount = merge_histograms(series.values())
+                q = quantiles_from_buckets(bounds, counts, hsum, hcount) if bounds else None
+                entry.update(
+                    series=len(series),
+                    count=_num(hcount),
+                    sum=_num(hsum),
+                    p50=_num(q.p50) if q else None,
+                    p90=_num(q.p90) if q else None,
+                    p99=_num(q.p99) if q else None,
+                    capped=list(q.capped) if q else [],
+                )
+            elif canonical in COUNTERS:
+                total = mr.counter_total(canonical)
+                if total is None:
+                    metrics[canonical] = None
+                    continue
+                entry.update(value=_num(total), series=len(mr.counters.get(canonical, {})))
+            else:
+                value = mr.gauges.get(canonical)
+                if value is None:
+                    metrics[canonical] = None
+                    continue
+                entry["value"] = _num(value)
+                if canonical == "kv_usage":
+                    entry["mean"] = _num(mr.kv_usage_mean)
+            metrics[canonical] = entry
+        out_models.append({"model": mr.model, "replicas": mr.replicas, "metrics": metrics})
+    return {
+        "schema": 1,
+        "profile": profile.name,
+        "source": source,
+        "format": reading.format,
+        "samples": reading.sample_count,
+        "error_count": max(reading.parsed.error_count, len(reading.errors)),
+        "errors": list(reading.errors),
+        "missing": list(reading.missing),
+        "unmapped": list(reading.unmapped),
+        "not_in_profile": [c for c in CANONICAL if c not in spec_map],
+        "models": out_models,
+    }
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.6g}"
+
+
+def _describe(canonical: str, entry: dict[str, Any] | None, in_profile: bool) -> tuple[str, str]:
+    if entry is None:
+        return ("n/a" if in_profile else "n/a (engine has no such metric)"), ""
+    source = entry["raw_name"] + ("  [legacy name]" if entry["legacy"] else "")
+    if "p50" in entry:
+        capped = set(entry["capped"])
+
+        def q(name: str) -> str:
+            return (">" if name in capped else "") + _fmt(entry[name])
+
+        text = (
+            f"count {_fmt(entry['count'])}  sum {_fmt(entry['sum'])}  p50 {q('p50')}  p90 {q('p90')}  "
+            f"p99 {q('p99')}  (since start)"
+        )
+    elif canonical == "kv_usage":
+        text = f"{_fmt(entry['value'])} max  {_fmt(entry.get('mean'))} mean"
+    elif entry["kind"] in ("counter", "histogram_sum", "histogram_count"):
+        text = f"{_fmt(entry['value'])} total"
+    else:
+        text = _fmt(entry["value"])
+    return text, source
+
+
+def _print_text(display_name: str, report: dict[str, Any]) -> None:
+    not_in_profile = set(report["not_in_profile"])
+    print(
+        f"{display_name} ({report['profile']})  source: {report['source']}  format: {report['format']}  "
+        f"samples: {report['samples']}  malformed lines: {report['error_count']}"
+    )
+    for model in report["models"]:
+        label = model["model"] or "(no model label)"
+        print(f"\nmodel {label}  replicas: {model['replicas']}")
+        for canonical, entry in model["metrics"].items():
+            text, source = _describe(canonical, entry, canonical not in not_in_profile)
+            print(f"  {canonical:<22} {text:<48} {source}".rstrip())
+    if report["missing"]:
+        print(f"\nmapped but absent from this payload: {', '.join(report['missing'])}")
+    print(f"\nraw families not mapped ({len(report['unmapped'])}):")
+    for name in report["unmapped"]:
+        print(f"  {name}")
+    if report["errors"]:
+        print(f"\nmalformed input ({report['error_count']} lines, skipped):")
+        for err in report["errors"]:
+            print(f"  {err}")
