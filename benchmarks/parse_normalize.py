@@ -1,0 +1,134 @@
+"""Parse + normalise speed vs prometheus_client's own text parser, on realistic vLLM payloads.
+
+Builds the payloads with prometheus_client itself (so the format, ``_created`` lines and label
+escaping are exactly what vLLM serves): a large one (4 DP engines x 2 models, vLLM's real bucket
+sets, ~2,500 series) and a small one (1 engine, 1 model, ~200 series). Then times, in the same run:
+
+- ``prometheus_client.parser.text_string_to_metric_families`` alone (parse only),
+- our ``normalize(profile, payload, full=False)`` (parse only the mapped families + normalise):
+  what the hub does every scrape,
+- our ``normalize(profile, payload)`` (parse every family + normalise: metrics browser, inspect),
+- our ``promtext.parse`` alone on everything.
+
+Run: ``.venv/bin/python benchmarks/parse_normalize.py``. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from console.profiles import get_profile
+from console.telemetry.normalize import normalize
+from console.telemetry.promtext import parse
+
+# vLLM's default buckets (vllm/v1/metrics/loggers.py).
+TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+        80.0, 160.0, 640.0, 2560.0]  # fmt: skip
+ITL = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
+LATENCY = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+           960.0, 1920.0, 7680.0]  # fmt: skip
+TOKENS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+ITER_TOKENS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+
+
+def build_payload(engines: int, models: list[str], *, full_set: bool) -> str:
+    rng = random.Random(42)
+    reg = CollectorRegistry()
+    labels = ["model_name", "engine"]
+    gauges = [Gauge(f"vllm:{n}", n, labels, registry=reg)
+              for n in ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc")]  # fmt: skip
+    counters = [Counter(f"vllm:{n}", n, labels, registry=reg)
+                for n in ("prompt_tokens", "generation_tokens", "prefix_cache_queries", "prefix_cache_hits",
+                          "prompt_tokens_cached", "num_preemptions")]  # fmt: skip
+    success = Counter("vllm:request_success", "finished", [*labels, "finished_reason"], registry=reg)
+    hist_specs: list[tuple[str, list[float]]] = [
+        ("time_to_first_token_seconds", TTFT),
+        ("inter_token_latency_seconds", ITL),
+        ("request_time_per_output_token_seconds", ITL),
+        ("e2e_request_latency_seconds", LATENCY),
+        ("request_queue_time_seconds", LATENCY),
+        ("request_prefill_time_seconds", LATENCY),
+        ("request_decode_time_seconds", LATENCY),
+    ]
+    if full_set:
+        hist_specs += [
+            ("request_inference_time_seconds", LATENCY),
+            ("request_prompt_tokens", [float(x) for x in TOKENS]),
+            ("request_generation_tokens", [float(x) for x in TOKENS]),
+            ("request_params_max_tokens", [float(x) for x in TOKENS]),
+            ("request_max_num_generation_tokens", [float(x) for x in TOKENS]),
+            ("iteration_tokens_total", [float(x) for x in ITER_TOKENS]),
+            ("request_params_n", [1.0, 2.0, 5.0, 10.0, 20.0]),
+        ]
+    hists = [Histogram(f"vllm:{n}", n, labels, buckets=b, registry=reg) for n, b in hist_specs]
+    info = Gauge("vllm:cache_config_info", "cache config", ["block_size", "engine", "enable_prefix_caching"],
+                 registry=reg)  # fmt: skip
+    for e in range(engines):
+        info.labels("16", str(e), "True").set(1)
+        for m in models:
+            lv = (m, str(e))
+            for g in gauges:
+                g.labels(*lv).set(rng.random() * 10)
+            for c in counters:
+                c.labels(*lv).inc(rng.randint(1, 10**6))
+            for reason in ("stop", "length", "abort", "error"):
+                success.labels(*lv, reason).inc(rng.randint(0, 1000))
+            for h in hists:
+                child = h.labels(*lv)
+                for _ in range(30):
+                    child.observe(rng.expovariate(1.0))
+    return generate_latest(reg).decode()
+
+
+def best_of(fn: Callable[[], object], repeat: int, number: int) -> float:
+    """Median of ``repeat`` runs of ``number`` calls, per call, in seconds (median: 2 shared cores)."""
+    runs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        runs.append((time.perf_counter() - t0) / number)
+    return statistics.median(runs)
+
+
+def main() -> None:
+    profile = get_profile("vllm")
+    cases = {
+        "large (4 DP engines x 2 models)": build_payload(4, ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"],
+                                                         full_set=True),  # fmt: skip
+        "small (1 engine, 1 model)": build_payload(1, ["Qwen/Qwen3-0.6B"], full_set=False),
+    }
+    for title, text in cases.items():
+        lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+        created = sum(1 for ln in lines if "_created" in ln.split("{", 1)[0])
+        payload = text.encode()
+        # Sanity: both parsers see the same samples (prometheus_client drops _created for us too).
+        ours = parse(payload)
+        theirs = sum(len(f.samples) for f in text_string_to_metric_families(text))
+        number = 20 if len(lines) > 1000 else 200
+        t_prom = best_of(lambda: list(text_string_to_metric_families(text)), 5, max(2, number // 4))
+        t_fast = best_of(lambda: normalize(profile, payload, full=False), 7, number)
+        t_full = best_of(lambda: normalize(profile, payload), 7, number)
+        t_parse = best_of(lambda: parse(payload), 7, number)
+        reading = normalize(profile, payload, full=False)
+        print(f"{title}: {len(lines)} series lines ({created} _created), {len(payload) / 1024:.0f} KiB")
+        print(f"  samples: ours {ours.sample_count} (+{created} _created skipped), prometheus_client {theirs}")
+        print(f"  models {list(reading.models)}; running total "
+              f"{sum(m.gauges.get('running', 0.0) for m in reading.models.values()):.2f}")  # fmt: skip
+        print(f"  prometheus_client text_string_to_metric_families : {t_prom * 1e3:8.3f} ms")
+        print(f"  ours: normalize(full=False)  parse wanted + map   : {t_fast * 1e3:8.3f} ms  "
+              f"({t_prom / t_fast:5.1f}x faster)")  # fmt: skip
+        print(f"  ours: normalize(full=True)   parse all + map      : {t_full * 1e3:8.3f} ms  "
+              f"({t_prom / t_full:5.1f}x faster)")  # fmt: skip
+        print(f"  ours: promtext.parse         parse all only       : {t_parse * 1e3:8.3f} ms  "
+              f"({t_prom / t_parse:5.1f}x faster)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
