@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/enginedeck demo
 
+# PYTEST_ARGS: extra pytest arguments, e.g. make test PYTEST_ARGS='-k llama -x'
 test: $(STAMP)
-	./scripts/test.sh
+	./scripts/test.sh $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

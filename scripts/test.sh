@@ -1,8 +1,71 @@
 #!/usr/bin/env bash
-# The test command: lint, types, then pytest. (Service provisioning is added by the CI work.)
+# The test command behind `make test`: provision the services the integration tests need, then
+# ruff, mypy and pytest (all tests). Exits non-zero if any step fails; all three checks always run.
+#
+#   scripts/test.sh [pytest args...]
+#
+# Services (see scripts/provision/):
+#   Docker Engine + images enginedeck/pybase:bookworm, enginedeck/sim:dev   (needs root the first time)
+#   llama-server (built once, cached in ~/.cache/enginedeck) + tiny GGUF model
+# Explicit opt-outs, for machines without root/Docker or without time for the 5-min llama.cpp build:
+#   ENGINEDECK_SKIP_DOCKER=1     skip Docker provisioning; tests marked `docker` are reported as skipped
+#   ENGINEDECK_SKIP_LLAMACPP=1   same for llama.cpp and tests marked `llamacpp`
+# Without them a missing service is a test failure, never a silent skip.
+# Pre-set ENGINEDECK_LLAMA_SERVER + ENGINEDECK_TINY_GGUF (existing files) are used as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
-"$BIN/ruff" check .
-"$BIN/mypy"
-"$BIN/pytest" "$@"
+[ -x "$BIN/pytest" ] || { echo "test.sh: no .venv with dev tools; run 'make test' (it creates .venv)" >&2; exit 1; }
+
+is_set() { case "${!1:-}" in "" | 0 | false | no) return 1 ;; *) return 0 ;; esac; }
+stage_start() { STAGE_T0=$(date +%s.%N); printf '\n=== %s\n' "$1" >&2; }
+stage_end() { awk -v a="$STAGE_T0" -v b="$(date +%s.%N)" -v s="$1" 'BEGIN { printf "=== %s: %.1f s\n", s, b - a }' >&2; }
+
+# Run a provision script; eval the `export ...` lines it prints. A failure stops everything here:
+# the tests behind it could only fail with less helpful messages.
+provision() {
+  local name=$1 out
+  stage_start "provision $name"
+  if ! out=$("scripts/provision/$name.sh"); then
+    echo "test.sh: provisioning '$name' failed (see the messages above)" >&2
+    exit 1
+  fi
+  eval "$out"
+  stage_end "provision $name"
+}
+
+skipped=()
+if is_set ENGINEDECK_SKIP_DOCKER; then
+  skipped+=("docker (ENGINEDECK_SKIP_DOCKER=$ENGINEDECK_SKIP_DOCKER)")
+else
+  provision docker
+fi
+if is_set ENGINEDECK_SKIP_LLAMACPP; then
+  skipped+=("llamacpp (ENGINEDECK_SKIP_LLAMACPP=$ENGINEDECK_SKIP_LLAMACPP)")
+elif [ -x "${ENGINEDECK_LLAMA_SERVER:-}" ] && [ -f "${ENGINEDECK_TINY_GGUF:-}" ]; then
+  echo "test.sh: using pre-set ENGINEDECK_LLAMA_SERVER and ENGINEDECK_TINY_GGUF" >&2
+else
+  provision llamacpp
+fi
+for s in ${skipped[@]+"${skipped[@]}"}; do
+  echo "test.sh: SKIPPED service $s - its tests will be reported as skipped" >&2
+done
+
+failed=()
+check() {
+  local name=$1
+  shift
+  stage_start "$name"
+  if "$@"; then stage_end "$name"; else stage_end "$name (FAILED)"; failed+=("$name"); fi
+}
+check ruff "$BIN/ruff" check .
+check mypy "$BIN/mypy"
+check pytest "$BIN/pytest" "$@"
+
+echo >&2
+for s in ${skipped[@]+"${skipped[@]}"}; do echo "test.sh: note: service $s was skipped" >&2; done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test.sh: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "test.sh: all passed" >&2
