@@ -1,0 +1,1001 @@
+"""LifecycleManager: start, watch, stop, restart, remove, pull and adopt engine instances.
+
+The public API never blocks its caller on Docker, processes or HTTP: every action returns a
+``concurrent.futures.Future`` and runs in a worker thread; ``status``/``logs`` read in-memory
+state only. A UI subscribes (``subscribe``) and gets each new ``InstanceState`` in a worker
+thread (hop to the UI loop with ``app.call_from_thread``). Headless commands block on the
+futures or on ``wait`` (never call ``wait`` from an event loop).
+
+Per running instance two daemon threads work: a supervisor (readiness probe, exit watch,
+phase timeouts) and a log follower (output -> ``LogBuffer``). Mutating actions on one instance
+are serialised; a second one while the first runs fails at once with a clear message.
+Every mutating action is appended to the audit log, successful or not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import threading
+import time
+from collections.abc import Callable, Collection
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from console.config import Config, EngineInstance
+from console.errors import UserError
+from console.lifecycle import docker_backend, process_backend
+from console.lifecycle.audit import AuditLog
+from console.lifecycle.backend import ExitInfo, Handle
+from console.lifecycle.errors import LifecycleError, LifecycleTimeout
+from console.lifecycle.gpu_release import NvmlUnavailable, gpu_pids
+from console.lifecycle.launch import LaunchSpec, build_launch
+from console.lifecycle.logs import LogBuffer
+from console.lifecycle.phases import PhaseMachine, Verdict
+from console.lifecycle.probe import probe_ready
+from console.lifecycle.state import RUNNING_PHASES, STARTING_PHASES, TERMINAL, Backend, InstanceState
+from console.model import Phase
+
+T = TypeVar("T")
+StateListener = Callable[[InstanceState], None]
+ProgressCallback = Callable[[float, str], None]
+
+PROBE_INTERVAL_STARTING = 0.5
+PROBE_INTERVAL_READY = 2.0
+PROBE_TIMEOUT = 2.0
+READY_OR_END = frozenset({Phase.READY, Phase.EXITED, Phase.FAILED})
+
+
+@dataclass(frozen=True, slots=True)
+class PsRow:
+    """One line of `enginedeck ps`: a configured instance, or a container/process found running."""
+
+    name: str  # instance name; for unconfigured finds the container name or "pid N"
+    backend: str  # docker | process | url
+    phase: str
+    managed: bool  # started by enginedeck (or adopted)
+    monitor_only: bool  # found running, not ours: watch only until adopted
+    ident: str = ""  # container short id or "pid N"
+    address: str = ""  # published host:port(s)
+    gpus: str = ""
+    image: str = ""  # image, or the (masked) command for processes
+    profile: str = ""
+    detail: str = ""
+    config_changed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "backend": self.backend,
+            "phase": self.phase,
+            "managed": self.managed,
+            "monitor_only": self.monitor_only,
+            "id": self.ident,
+            "address": self.address,
+            "gpus": self.gpus,
+            "image": self.image,
+            "profile": self.profile,
+            "detail": self.detail,
+            "config_changed": self.config_changed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PsReport:
+    rows: tuple[PsRow, ...]
+    docker_error: str | None = None  # why Docker could not be asked (rows for docker then lack runtime data)
+
+
+class _Slot:
+    def __init__(self, inst: EngineInstance, machine: PhaseMachine, logs: LogBuffer) -> None:
+        self.inst = inst
+        self.machine = machine
+        self.logs = logs
+        self.lock = threading.RLock()
+        self.op = threading.Lock()
+        self.handle: Handle | None = None
+        self.spec: LaunchSpec | None = None
+        self.generation = 0
+        self.stopping = False
+        self.has_gpus = False
+        self.gpu_pids: set[int] = set()
+        self.log_thread: threading.Thread | None = None
+        self.log_stop = threading.Event()
+        self.supervised = False
+        self.published: InstanceState | None = None
+
+
+def _backend_of(inst: EngineInstance) -> Backend:
+    if inst.config.managed == "docker":
+        return Backend.DOCKER
+    if inst.config.managed == "process":
+        return Backend.PROCESS
+    return Backend.NONE
+
+
+class LifecycleManager:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        audit: AuditLog | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_workers: int = 8,
+        log_capacity: int = 10_000,
+    ) -> None:
+        self.config = config
+        self.audit = audit if audit is not None else AuditLog()
+        self._clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="enginedeck-lifecycle")
+        self._listeners: list[StateListener] = []
+        self._cond = threading.Condition()
+        self._docker: Any = None
+        self._docker_lock = threading.Lock()
+        self._closed = threading.Event()
+        self._slots: dict[str, _Slot] = {}
+        for inst in config.instances:
+            machine = PhaseMachine(
+                inst.name,
+                timeouts=inst.config.timeouts,
+                loading=inst.profile.health.loading,
+                backend=_backend_of(inst),
+                clock=clock,
+            )
+            self._slots[inst.name] = _Slot(inst, machine, LogBuffer(log_capacity))
+
+    # ================================================================= reading (non-blocking)
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._slots)
+
+    def status(self, name: str) -> InstanceState:
+        slot = self._slot(name)
+        with slot.lock:
+            return slot.machine.state
+
+    def states(self) -> dict[str, InstanceState]:
+        return {n: self.status(n) for n in self._slots}
+
+    def logs(self, name: str) -> LogBuffer:
+        return self._slot(name).logs
+
+    def launch_spec(self, name: str) -> LaunchSpec:
+        """The launch an instance would get now (for display: use ``LaunchSpec.display()``)."""
+        return build_launch(self._slot(name).inst)
+
+    def subscribe(self, listener: StateListener) -> Callable[[], None]:
+        """Call ``listener(state)`` on every state change of any instance (in a worker thread)."""
+        with self._cond:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._cond:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # ================================================================= actions (return futures)
+    def start(self, name: str) -> Future[InstanceState]:
+        """Launch the instance (never pulls). Resolves once it is launched (phase starting)."""
+        slot = self._slot(name)
+        return self._submit(lambda: self._do_start(slot))
+
+    def stop(self, name: str, timeout: float | None = None) -> Future[InstanceState]:
+        """SIGTERM, a countdown (``state.countdown``), SIGKILL after ``timeout`` (default: the
+        instance's stopping timeout); resolves when the engine ended (and, with GPUs, released them)."""
+        slot = self._slot(name)
+        return self._submit(lambda: self._do_stop(slot, timeout, reason="", audit_action="stop"))
+
+    def restart(self, name: str) -> Future[InstanceState]:
+        slot = self._slot(name)
+        return self._submit(lambda: self._do_restart(slot))
+
+    def remove(self, name: str) -> Future[None]:
+        """Remove what a stopped or crashed instance left (its container, its process record)."""
+        slot = self._slot(name)
+        return self._submit(lambda: self._do_remove(slot))
+
+    def pull(self, name: str, progress_cb: ProgressCallback | None = None) -> Future[None]:
+        """Pull the instance's image explicitly; ``progress_cb(percent, status)`` from a worker thread."""
+        slot = self._slot(name)
+        return self._submit(lambda: self._do_pull(slot, progress_cb))
+
+    def adopt(self, name: str, container_id: str | None = None) -> Future[InstanceState]:
+        """Take control of a recognised container not started by enginedeck (monitor-only until now)."""
+        slot = self._slot(name)
+        return self._submit(lambda: self._do_adopt(slot, container_id))
+
+    def refresh(self, name: str) -> Future[InstanceState]:
+        """Find an engine started earlier (container by label, process record) and watch it."""
+        slot = self._slot(name)
+        return self._submit(lambda: self._do_refresh(slot))
+
+    def ps(self) -> Future[PsReport]:
+        return self._submit(self._do_ps)
+
+    # ================================================================= blocking helpers (headless)
+    def wait(self, name: str, until: Collection[Phase] = READY_OR_END, timeout: float | None = None) -> InstanceState:
+        """Block until the instance reaches one of ``until`` (or a terminal phase). Not for event loops."""
+        slot = self._slot(name)
+        deadline = None if timeout is None else self._clock() + timeout
+        stop_at = set(until) | set(TERMINAL)
+        with self._cond:
+            while True:
+                with slot.lock:
+                    st = slot.machine.state
+                if st.phase in stop_at:
+                    return st
+                left = None if deadline is None else deadline - self._clock()
+                if left is not None and left <= 0:
+                    raise LifecycleTimeout(f"{name}: still {st.one_line()} after {timeout:.0f} s")
+                self._cond.wait(timeout=0.5 if left is None else min(0.5, left))
+
+    def close(self) -> None:
+        """Stop watching (supervisors, log followers). Engines keep running, except process
+        engines, which end with this enginedeck process (see process_backend)."""
+        self._closed.set()
+        for slot in self._slots.values():
+            slot.log_stop.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._docker is not None:
+            with contextlib.suppress(Exception):
+                self._docker.close()
+
+    # ================================================================= internals
+    def _slot(self, name: str) -> _Slot:
+        try:
+            return self._slots[name]
+        except KeyError:
+            known = ", ".join(self._slots) or "none configured"
+            raise UserError(f"no engine named {name!r} (known: {known})") from None
+
+    def _submit(self, fn: Callable[[], T]) -> Future[T]:
+        if self._closed.is_set():
+            fut: Future[T] = Future()
+            fut.set_exception(LifecycleError("the lifecycle manager is closed"))
+            return fut
+        return self._pool.submit(fn)
+
+    def _publish(self, slot: _Slot) -> None:
+        with slot.lock:
+            st = slot.machine.state
+            if st is slot.published:
+                return
+            slot.published = st
+        with self._cond:
+            listeners = list(self._listeners)
+            self._cond.notify_all()
+        for cb in listeners:
+            try:
+                cb(st)
+            except Exception:  # a broken listener must not break the lifecycle
+                pass
+
+    def _client(self) -> Any:
+        with self._docker_lock:
+            if self._docker is None:
+                self._docker = docker_backend.connect()
+            return self._docker
+
+    def _drop_client(self) -> None:
+        with self._docker_lock:
+            self._docker = None
+
+    def _audit(self, action: str, slot: _Slot, result: str, detail: str = "") -> None:
+        secrets = slot.spec.secrets if slot.spec else ()
+        self.audit.record(action, slot.inst.name, result, detail, secrets=secrets)
+
+    def _op(self, slot: _Slot, action: str, wait: float = 0.0) -> None:
+        if not slot.op.acquire(timeout=wait) if wait > 0 else not slot.op.acquire(blocking=False):
+            st = slot.machine.state
+            raise LifecycleError(f"{slot.inst.name}: another action is in progress ({st.phase.value}); try again", 1)
+
+    # ----------------------------------------------------------------- attach
+    def _attach(self, slot: _Slot) -> None:
+        """Look for a running engine of this instance we do not hold yet. Caller holds ``slot.op``."""
+        if slot.handle is not None:
+            return
+        inst = slot.inst
+        expected_hash = ""
+        with contextlib.suppress(UserError):
+            expected_hash = build_launch(inst).config_hash
+        if inst.config.managed == "process":
+            ph = process_backend.attach(inst.name)
+            if ph is None:
+                return
+            slot.handle = ph
+            slot.has_gpus = bool(ph.rec.gpus)
+            with slot.lock:
+                slot.machine.attached(
+                    Phase.STARTING,
+                    pid=ph.rec.pid,
+                    address=ph.rec.address,
+                    gpus=ph.rec.gpus,
+                    config_hash=ph.rec.config_hash,
+                    config_changed=bool(expected_hash) and ph.rec.config_hash != expected_hash,
+                    detail=f"running (started by enginedeck pid {ph.rec.owner_pid})",
+                )
+            self._publish(slot)
+            self._supervise(slot)
+            return
+        if inst.config.managed != "docker":
+            return
+        client = self._client()
+        dh = docker_backend.attach(client, inst.name)
+        if dh is None:
+            adopted = _adopted().get(inst.name)
+            if adopted:
+                with contextlib.suppress(Exception):
+                    dh = docker_backend.DockerHandle(client.containers.get(adopted))
+        if dh is None:
+            return
+        info = docker_backend.describe(dh.container)
+        slot.handle = dh
+        slot.has_gpus = bool(info.gpus)
+        running = info.status in ("running", "restarting")
+        with slot.lock:
+            if running:
+                slot.machine.attached(
+                    Phase.STARTING,
+                    container_id=info.id,
+                    address=", ".join(info.ports),
+                    gpus=info.gpus,
+                    config_hash=info.config_hash or "",
+                    config_changed=bool(expected_hash and info.config_hash) and info.config_hash != expected_hash,
+                    detail="running (found by label)",
+                )
+            else:
+                slot.machine.attached(Phase.STOPPING, container_id=info.id, address=", ".join(info.ports))
+                lines = dh.tail(20)
+                slot.machine.exited(info.exit_code, oom=info.oom_killed, last_lines=lines)
+        self._publish(slot)
+        if running:
+            self._supervise(slot, log_tail=2000)
+
+    # ----------------------------------------------------------------- start
+    def _do_start(self, slot: _Slot) -> InstanceState:
+        self._op(slot, "start")
+        try:
+            return self._start_locked(slot, action="start")
+        finally:
+            slot.op.release()
+
+    def _start_locked(self, slot: _Slot, action: str) -> InstanceState:
+        inst = slot.inst
+        if inst.config.managed is None:
+            raise LifecycleError(f"{inst.name} is monitor-only (url = {inst.url}); there is nothing to start", 1)
+        try:
+            spec = build_launch(inst)
+        except UserError as exc:
+            self.audit.record(action, inst.name, "failed", exc.message)
+            raise
+        slot.spec = spec
+        try:
+            self._attach(slot)
+        except LifecycleError as exc:
+            with slot.lock:
+                slot.machine.reset(_backend_of(inst))
+                slot.machine.failed(exc.message)
+            self._publish(slot)
+            self._audit(action, slot, "failed", exc.message)
+            raise
+        if slot.handle is not None and slot.handle.poll() is None:
+            st = self.status(inst.name)
+            self._audit(action, slot, "ok", f"already running ({slot.handle.ident})")
+            return st
+        if slot.handle is not None:  # an ended run we attached to: clear it away first
+            with contextlib.suppress(LifecycleError):
+                slot.handle.remove()
+            slot.handle = None
+        with slot.lock:
+            slot.generation += 1
+            slot.machine.reset(_backend_of(inst))
+            slot.machine.creating(f"creating {'container' if spec.backend == 'docker' else 'process'}")
+        self._publish(slot)
+        slot.logs.append(f"[enginedeck] starting {inst.name}: {spec.display()}")
+        try:
+            handle: Handle
+            if spec.backend == "docker":
+                handle = docker_backend.launch(self._client(), spec)
+            else:
+                handle = process_backend.launch(spec)
+        except LifecycleError as exc:
+            if "Docker daemon" in exc.message:
+                self._drop_client()
+            with slot.lock:
+                slot.machine.failed(exc.message)
+            self._publish(slot)
+            self._audit(action, slot, "failed", exc.message)
+            raise
+        slot.handle = handle
+        slot.has_gpus = spec.has_gpus
+        with slot.lock:
+            slot.machine.starting(
+                container_id=handle.ident if spec.backend == "docker" else None,
+                pid=handle.pid,
+                address=spec.address,
+                gpus=spec.gpus_text,
+                config_hash=spec.config_hash,
+            )
+        self._publish(slot)
+        self._audit(action, slot, "ok", f"{handle.ident} on {spec.address}: {spec.display()}")
+        self._supervise(slot)
+        return self.status(inst.name)
+
+    # ----------------------------------------------------------------- watching
+    def _supervise(self, slot: _Slot, log_tail: int | None = None) -> None:
+        handle = slot.handle
+        if handle is None:
+            return
+        gen = slot.generation
+        slot.log_stop = threading.Event()
+
+        def on_chunk() -> None:
+            with slot.lock:
+                if slot.generation == gen:
+                    slot.machine.log_line(slot.logs.last_text())
+
+        slot.log_thread = threading.Thread(
+            target=handle.follow_logs,
+            args=(slot.logs, on_chunk, slot.log_stop),
+            name=f"enginedeck-logs-{slot.inst.name}",
+            daemon=True,
+        )
+        slot.log_thread.start()
+        threading.Thread(
+            target=self._supervisor, args=(slot, handle, gen), name=f"enginedeck-watch-{slot.inst.name}", daemon=True
+        ).start()
+
+    def _supervisor(self, slot: _Slot, handle: Handle, gen: int) -> None:
+        import httpx
+
+        inst = slot.inst
+        key = slot.spec.api_key if slot.spec else inst.api_key
+        with httpx.Client(timeout=PROBE_TIMEOUT, trust_env=False) as http:
+            while not self._closed.is_set() and slot.generation == gen:
+                with slot.lock:
+                    stopping = slot.stopping
+                if not stopping:
+                    try:
+                        info = handle.poll()
+                    except LifecycleError as exc:
+                        with slot.lock:
+                            slot.machine.note(warning=f"cannot check the engine: {exc.message}")
+                        self._publish(slot)
+                        self._closed.wait(2.0)
+                        continue
+                    if info is not None:
+                        self._on_exit(slot, handle, info, gen)
+                        return
+                    phase = self.status(inst.name).phase
+                    if phase in STARTING_PHASES or phase in RUNNING_PHASES:
+                        result = probe_ready(http, inst.url, inst.profile.health.ready_path, key)
+                        with slot.lock:
+                            if slot.generation == gen and not slot.stopping:
+                                slot.machine.probe(result)
+                    with slot.lock:
+                        verdict = slot.machine.tick() if not slot.stopping else Verdict()
+                    if verdict.action == "give_up":
+                        self._submit(
+                            functools.partial(self._do_stop, slot, None, reason=verdict.reason, audit_action="give-up")
+                        )
+                self._publish(slot)
+                phase = self.status(inst.name).phase
+                interval = PROBE_INTERVAL_READY if phase is Phase.READY else PROBE_INTERVAL_STARTING
+                self._closed.wait(interval)
+
+    def _last_lines(self, slot: _Slot, handle: Handle) -> tuple[str, ...]:
+        if slot.log_thread is not None:
+            slot.log_thread.join(timeout=3.0)
+        lines = tuple(
+            ln.text for ln in slot.logs.tail(40) if ln.text.strip() and not ln.text.startswith("[enginedeck]")
+        )
+        return lines[-20:] if lines else handle.tail(20)
+
+    def _on_exit(self, slot: _Slot, handle: Handle, info: ExitInfo, gen: int) -> None:
+        """The engine ended on its own (not through stop)."""
+        with slot.op:
+            with slot.lock:
+                if slot.generation != gen or slot.stopping:
+                    return
+            lines = self._last_lines(slot, handle)
+            with slot.lock:
+                slot.machine.exited(info.code, oom=info.oom_killed, last_lines=lines)
+                st = slot.machine.state
+            # A failed start leaves nothing behind; a crash after ready keeps the container for
+            # inspection (`enginedeck logs`, `docker inspect`) until `down`/`remove`.
+            if st.phase is Phase.FAILED or not isinstance(handle, docker_backend.DockerHandle):
+                with contextlib.suppress(LifecycleError):
+                    handle.remove()
+                slot.handle = None
+            self._publish(slot)
+            self._audit("exit", slot, "failed" if st.phase is Phase.FAILED else "exited", st.detail)
+
+    # ----------------------------------------------------------------- stop
+    def _do_stop(self, slot: _Slot, timeout: float | None, *, reason: str, audit_action: str) -> InstanceState:
+        self._op(slot, audit_action, wait=30.0)
+        try:
+            return self._stop_locked(slot, timeout, reason=reason, audit_action=audit_action)
+        finally:
+            slot.op.release()
+
+    def _stop_locked(self, slot: _Slot, timeout: float | None, *, reason: str, audit_action: str) -> InstanceState:
+        inst = slot.inst
+        if inst.config.managed is None:
+            raise LifecycleError(f"{inst.name} is monitor-only (url = {inst.url}); enginedeck cannot stop it", 1)
+        try:
+            self._attach(slot)
+        except LifecycleError as exc:
+            self._audit(audit_action, slot, "failed", exc.message)
+            raise
+        handle = slot.handle
+        if handle is None or handle.poll() is not None:
+            if handle is not None:  # a crashed container: clean it away
+                with contextlib.suppress(LifecycleError):
+                    handle.remove()
+                slot.handle = None
+            st = self.status(inst.name)
+            self._audit(audit_action, slot, "ok", "not running")
+            return st
+        limit = inst.config.timeouts.stopping if timeout is None else timeout
+        if slot.has_gpus:
+            slot.gpu_pids = handle.host_pids()
+        with slot.lock:
+            slot.stopping = True
+            slot.machine.stop_requested(limit, reason)
+        self._publish(slot)
+        try:
+            info = self._terminate(slot, handle, limit)
+            note = self._await_gpu_release(slot) if slot.has_gpus else ""
+            lines = self._last_lines(slot, handle)
+            with slot.lock:
+                slot.machine.exited(info.code, oom=info.oom_killed, last_lines=lines, note=note)
+            try:
+                handle.remove()
+            except LifecycleError as exc:
+                with slot.lock:
+                    slot.machine.note(warning=f"could not remove the stopped container: {exc.message}")
+            slot.handle = None
+        except LifecycleError as exc:
+            with slot.lock:
+                slot.machine.note(warning=f"stop failed: {exc.message}")
+            self._publish(slot)
+            self._audit(audit_action, slot, "failed", exc.message)
+            raise
+        finally:
+            with slot.lock:
+                slot.stopping = False
+                slot.generation += 1  # the old supervisor ends
+        self._publish(slot)
+        st = self.status(inst.name)
+        self._audit(audit_action, slot, "ok" if not reason else "gave up", st.detail)
+        return st
+
+    def _terminate(self, slot: _Slot, handle: Handle, limit: float) -> ExitInfo:
+        handle.terminate()
+        deadline = self._clock() + limit
+        while True:
+            info = handle.poll()
+            if info is not None:
+                return info
+            left = deadline - self._clock()
+            if left <= 0:
+                break
+            with slot.lock:
+                slot.machine.countdown(left)
+            self._publish(slot)
+            time.sleep(min(0.2, left))
+        with slot.lock:
+            slot.machine.killing()
+        self._publish(slot)
+        handle.kill()
+        end = self._clock() + 15.0
+        while self._clock() < end:
+            info = handle.poll()
+            if info is not None:
+                return info
+            time.sleep(0.1)
+        raise LifecycleError(f"{slot.inst.name} did not exit 15 s after SIGKILL ({handle.ident})")
+
+    def _await_gpu_release(self, slot: _Slot) -> str:
+        pids = slot.gpu_pids
+        limit = slot.inst.config.timeouts.gpu_release
+        with slot.lock:
+            slot.machine.waiting_for_gpu("exited; waiting until NVML shows its GPU memory released")
+        self._publish(slot)
+        deadline = self._clock() + limit
+        while True:
+            try:
+                held = gpu_pids() & pids if pids else set()
+            except NvmlUnavailable as exc:
+                return f"GPU release not verified ({exc})"
+            if not pids:
+                return "GPU release not verified (the engine's process ids were unknown)"
+            if not held:
+                return "GPU memory released"
+            if self._clock() >= deadline:
+                return f"GPU memory still held by pid(s) {', '.join(map(str, sorted(held)))} after {limit:.0f} s"
+            time.sleep(0.5)
+
+    # ----------------------------------------------------------------- restart, remove
+    def _do_restart(self, slot: _Slot) -> InstanceState:
+        self._op(slot, "restart", wait=30.0)
+        try:
+            if slot.inst.config.managed is None:
+                raise LifecycleError(f"{slot.inst.name} is monitor-only; enginedeck cannot restart it", 1)
+            self._attach(slot)
+            if slot.handle is not None and slot.handle.poll() is None:
+                self._stop_locked(slot, None, reason="", audit_action="restart-stop")
+                with slot.lock:
+                    ended = slot.machine.state
+                if ended.phase is Phase.FAILED:
+                    raise LifecycleError(f"{slot.inst.name}: restart: the stop failed: {ended.detail}")
+            return self._start_locked(slot, action="restart")
+        finally:
+            slot.op.release()
+
+    def _do_remove(self, slot: _Slot) -> None:
+        self._op(slot, "remove", wait=30.0)
+        try:
+            inst = slot.inst
+            if inst.config.managed == "docker":
+                client = self._client()
+                found = docker_backend.find_managed(client, inst.name)
+                running = [c for c in found if c.status in ("running", "restarting", "paused")]
+                if running:
+                    raise LifecycleError(f"{inst.name} is running ({running[0].short_id}); stop it first", 1)
+                n = docker_backend.remove_by_label(client, inst.name)
+                slot.handle = None
+                self._audit("remove", slot, "ok", f"removed {n} container(s)")
+            elif inst.config.managed == "process":
+                rec = process_backend.read_record(inst.name)
+                if rec is not None and rec.alive():
+                    raise LifecycleError(f"{inst.name} is running (pid {rec.pid}); stop it first", 1)
+                process_backend.drop_record(inst.name)
+                self._audit("remove", slot, "ok", "process record removed" if rec else "nothing to remove")
+            else:
+                raise LifecycleError(f"{inst.name} is monitor-only; there is nothing to remove", 1)
+        except LifecycleError as exc:
+            if "another action" not in exc.message:
+                self._audit("remove", slot, "failed", exc.message)
+            raise
+        finally:
+            slot.op.release()
+
+    # ----------------------------------------------------------------- pull
+    def _do_pull(self, slot: _Slot, cb: ProgressCallback | None) -> None:
+        self._op(slot, "pull")
+        inst = slot.inst
+        try:
+            if inst.config.managed != "docker":
+                raise LifecycleError(
+                    f'{inst.name} does not run in a container (managed = "docker"); nothing to pull', 1
+                )
+            image = inst.config.image or f"{inst.profile.container.image}:{inst.profile.container.tag}"
+            client = self._client()
+            before = self.status(inst.name)
+            last = [0.0]
+
+            def progress(pct: float, status: str) -> None:
+                now = self._clock()
+                if pct >= 100.0 or now - last[0] >= 0.2:
+                    last[0] = now
+                    with slot.lock:
+                        slot.machine.pulling(pct, f"pulling {image}: {status}")
+                    self._publish(slot)
+                if cb is not None:
+                    cb(pct, status)
+
+            try:
+                docker_backend.pull(client, image, progress)
+            except LifecycleError as exc:
+                with slot.lock:
+                    slot.machine.failed(exc.message)
+                self._publish(slot)
+                self._audit("pull", slot, "failed", exc.message)
+                raise
+            with slot.lock:
+                slot.machine.reset()
+                slot.machine.note(detail=f"image {image} pulled")
+                if before.phase in RUNNING_PHASES:
+                    slot.machine.note(warning="pulled while running: restart to use the new image")
+            self._publish(slot)
+            self._audit("pull", slot, "ok", image)
+        finally:
+            slot.op.release()
+
+    # ----------------------------------------------------------------- adopt, refresh
+    def _do_adopt(self, slot: _Slot, container_id: str | None) -> InstanceState:
+        import docker.errors
+
+        self._op(slot, "adopt")
+        inst = slot.inst
+        try:
+            if inst.config.managed != "docker":
+                raise LifecycleError(f'{inst.name}: only containers can be adopted (set managed = "docker")', 1)
+            client = self._client()
+            if container_id is None:
+                container_id = _find_monitor_only(client, inst)
+                if container_id is None:
+                    raise LifecycleError(
+                        f"{inst.name}: no running container of {inst.profile.name} publishes {inst.url}", 1
+                    )
+            try:
+                container = client.containers.get(container_id)
+            except docker.errors.NotFound:
+                raise LifecycleError(f"no container {container_id!r}", 1) from None
+            _save_adopted(inst.name, str(container.id))
+            slot.handle = None
+            self._attach(slot)
+            self._audit("adopt", slot, "ok", f"container {container.short_id} ({container.name})")
+            return self.status(inst.name)
+        except LifecycleError as exc:
+            self._audit("adopt", slot, "failed", exc.message)
+            raise
+        finally:
+            slot.op.release()
+
+    def _do_refresh(self, slot: _Slot) -> InstanceState:
+        self._op(slot, "refresh", wait=30.0)
+        try:
+            if slot.inst.config.managed == "docker" and slot.handle is None:
+                client = self._client()
+                if docker_backend.attach(client, slot.inst.name) is None and slot.inst.name not in _adopted():
+                    cid = _find_monitor_only(client, slot.inst)
+                    if cid is not None:
+                        with slot.lock:
+                            slot.machine.attached(
+                                Phase.UNKNOWN,
+                                container_id=cid[:12],
+                                address=slot.inst.url,
+                                monitor_only=True,
+                                detail="a container not started by enginedeck serves this port: adopt it to control it",
+                            )
+                        self._publish(slot)
+                        return self.status(slot.inst.name)
+            self._attach(slot)
+            return self.status(slot.inst.name)
+        finally:
+            slot.op.release()
+
+    # ----------------------------------------------------------------- ps
+    def _do_ps(self) -> PsReport:
+        rows: list[PsRow] = []
+        docker_error: str | None = None
+        containers: list[tuple[docker_backend.ContainerInfo, str | None]] = []
+        # Docker is asked even without docker instances: `ps` also lists engines it recognises.
+        if True:
+            try:
+                images: dict[str, str] = {}
+                for slot_ in self._slots.values():
+                    images.setdefault(
+                        docker_backend.image_repo(slot_.inst.profile.container.image), slot_.inst.profile.name
+                    )
+                from console.profiles import load_profiles
+
+                with contextlib.suppress(UserError):
+                    for prof in load_profiles().values():
+                        images.setdefault(prof.container.image, prof.name)
+                containers = docker_backend.list_containers(self._client(), images)
+            except LifecycleError as exc:
+                docker_error = exc.message
+                self._drop_client()
+        by_instance = {c.instance: c for c, _ in containers if c.managed and c.instance}
+        seen_ids: set[str] = set()
+        adopted = {v[:12]: k for k, v in _adopted().items()}
+        for name, slot in self._slots.items():
+            inst = slot.inst
+            st = self.status(name)
+            if inst.config.managed == "docker":
+                c = by_instance.get(name)
+                if c is None:
+                    cid = next((i for i, n in adopted.items() if n == name), None)
+                    c = next((ci for ci, _ in containers if ci.id == cid), None) if cid else None
+                if c is not None:
+                    seen_ids.add(c.id)
+                    rows.append(self._container_row(name, c, st, inst.profile.name, managed=True))
+                else:
+                    rows.append(
+                        PsRow(
+                            name,
+                            "docker",
+                            st.phase.value
+                            if st.phase is not Phase.UNKNOWN
+                            else ("unknown" if docker_error else "not running"),
+                            True,
+                            False,
+                            profile=inst.profile.name,
+                            image=inst.config.image or f"{inst.profile.container.image}:{inst.profile.container.tag}",
+                            detail=docker_error or st.detail,
+                        )
+                    )
+            elif inst.config.managed == "process":
+                rec = process_backend.read_record(name)
+                alive = rec is not None and rec.alive()
+                phase = st.phase.value
+                if alive and st.phase in (Phase.UNKNOWN, Phase.EXITED, Phase.FAILED):
+                    phase = _quick_phase(inst)
+                elif not alive and st.phase in (Phase.UNKNOWN,):
+                    phase = "not running"
+                rows.append(
+                    PsRow(
+                        name,
+                        "process",
+                        phase,
+                        True,
+                        False,
+                        ident=f"pid {rec.pid}" if rec and alive else "",
+                        address=rec.address if rec and alive else f"{inst.config.bind}:{inst.config.port or ''}",
+                        gpus=rec.gpus if rec else "",
+                        image=" ".join(rec.command) if rec else "",
+                        profile=inst.profile.name,
+                        detail=st.detail,
+                    )
+                )
+            else:
+                rows.append(
+                    PsRow(name, "url", st.phase.value, False, True, address=inst.url, profile=inst.profile.name)
+                )
+        for c, profile in containers:
+            if c.id in seen_ids:
+                continue
+            if c.managed:
+                rows.append(
+                    self._container_row(
+                        c.instance or c.name, c, None, profile or "", managed=True, note="not in this configuration"
+                    )
+                )
+            else:
+                rows.append(
+                    self._container_row(
+                        c.name,
+                        c,
+                        None,
+                        profile or "",
+                        managed=False,
+                        note="monitor-only: not started by enginedeck (adopt to control)",
+                    )
+                )
+        configured = set(self._slots)
+        for rec in process_backend.all_records():
+            if rec.name in configured or not rec.alive():
+                continue
+            rows.append(
+                PsRow(
+                    rec.name,
+                    "process",
+                    "running",
+                    True,
+                    False,
+                    ident=f"pid {rec.pid}",
+                    address=rec.address,
+                    gpus=rec.gpus,
+                    image=" ".join(rec.command),
+                    profile=rec.profile,
+                    detail="not in this configuration",
+                )
+            )
+        return PsReport(tuple(rows), docker_error)
+
+    def _container_row(
+        self,
+        name: str,
+        c: docker_backend.ContainerInfo,
+        st: InstanceState | None,
+        profile: str,
+        *,
+        managed: bool,
+        note: str = "",
+    ) -> PsRow:
+        if c.status == "running":
+            if st is not None and st.phase in RUNNING_PHASES | {Phase.STOPPING}:
+                phase = st.phase.value
+            else:
+                url = _url_from_ports(c.ports)
+                phase = _quick_phase_url(url, profile) if url else "running"
+        elif c.status == "exited":
+            phase = f"exited ({c.exit_code}{', OOMKilled' if c.oom_killed else ''})"
+        else:
+            phase = c.status
+        changed = False
+        if managed and st is not None and c.config_hash:
+            with contextlib.suppress(UserError, KeyError):
+                changed = build_launch(self._slot(name).inst).config_hash != c.config_hash
+        return PsRow(
+            name,
+            "docker",
+            phase,
+            managed,
+            not managed,
+            ident=c.id,
+            address=", ".join(c.ports),
+            gpus=c.gpus,
+            image=c.image,
+            profile=profile,
+            detail=note or (st.detail if st else ""),
+            config_changed=changed,
+        )
+
+
+# ===================================================================== module helpers
+def _url_from_ports(ports: tuple[str, ...]) -> str | None:
+    for p in ports:
+        hostpart = p.split("->", 1)[0]
+        host, _, port = hostpart.rpartition(":")
+        if port:
+            if host in ("", "0.0.0.0", "::"):
+                host = "127.0.0.1"
+            return f"http://{host}:{port}"
+    return None
+
+
+def _quick_phase_url(url: str, profile_name: str) -> str:
+    from console.profiles import get_profile
+
+    try:
+        prof = get_profile(profile_name)
+    except UserError:
+        return "running"
+    return _probe_phase(url, prof.health.ready_path, prof.health.loading, None)
+
+
+def _quick_phase(inst: EngineInstance) -> str:
+    return _probe_phase(inst.url, inst.profile.health.ready_path, inst.profile.health.loading, inst.api_key)
+
+
+def _probe_phase(url: str, ready_path: str, loading: tuple[str, ...], key: str | None) -> str:
+    import httpx
+
+    with httpx.Client(timeout=1.0, trust_env=False) as http:
+        r = probe_ready(http, url, ready_path, key)
+    if r.ready:
+        return Phase.READY.value
+    if r.kind == "refused" and "refused" not in loading:
+        return Phase.STARTING.value
+    if r.kind == "refused" or (r.kind == "http" and r.status in (200, 503)):
+        return Phase.LOADING.value
+    return Phase.UNHEALTHY.value
+
+
+def _adopted_path() -> Any:
+    from console.paths import state_dir
+
+    return state_dir() / "adopted.json"
+
+
+def _adopted() -> dict[str, str]:
+    try:
+        data = json.loads(_adopted_path().read_text())
+        return {str(k): str(v) for k, v in data.items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _save_adopted(name: str, container_id: str) -> None:
+    data = _adopted()
+    data[name] = container_id
+    path = _adopted_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def _find_monitor_only(client: Any, inst: EngineInstance) -> str | None:
+    """A running, non-enginedeck container of this profile's image publishing the instance's port."""
+    port = str(inst.config.port or inst.profile.container.port)
+    repo = docker_backend.image_repo(inst.config.image or inst.profile.container.image)
+    for c, _ in docker_backend.list_containers(client, {repo: inst.profile.name}):
+        if c.managed:
+            continue
+        if any(p.split("->", 1)[0].rsplit(":", 1)[-1] == port for p in c.ports):
+            return c.id
+    return None
+
+
+def state_with(st: InstanceState, **changes: Any) -> InstanceState:
+    """A copy of ``st`` with changes (for UI code that annotates states)."""
+    return replace(st, **changes)

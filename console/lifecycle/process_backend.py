@@ -1,0 +1,363 @@
+"""Process backend: engines as local processes (llama-server, `vllm serve`, the simulator).
+
+Each engine runs in its own session and process group (``start_new_session``) with stdout and
+stderr captured into the log buffer. Stop signals the whole group, so workers an engine forks
+(vLLM's EngineCore, tensor-parallel ranks) go too.
+
+No orphans: started groups are kept in a registry; an ``atexit`` hook (and, once
+``install_signal_cleanup`` ran in the main thread, SIGTERM/SIGHUP handlers) terminates them when
+enginedeck exits. Limits: nothing runs when enginedeck itself is SIGKILLed or the machine loses
+power; a child that leaves the process group (``setsid``) escapes the group signal. For those
+cases each start is also written to ``state_dir()/processes/NAME.json``; the next enginedeck run
+lists such survivors in `ps` and `down NAME` stops them (the PID is trusted only while its
+process start time matches).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import FrameType
+
+import psutil
+
+from console.lifecycle.backend import ExitInfo
+from console.lifecycle.errors import LifecycleError
+from console.lifecycle.launch import LaunchSpec
+from console.lifecycle.logs import LogBuffer
+
+CLEANUP_GRACE = 5.0
+
+_registry_lock = threading.Lock()
+_registry: dict[int, str] = {}  # pgid -> instance name, groups this process started
+_atexit_installed = False
+
+
+def _records_dir() -> Path:
+    from console.paths import state_dir
+
+    return state_dir() / "processes"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    """What is persisted about a started process, for `ps`/`down` in another enginedeck run."""
+
+    name: str
+    profile: str
+    pid: int
+    pgid: int
+    create_time: float
+    owner_pid: int
+    address: str
+    command: list[str]  # masked for display
+    config_hash: str
+    gpus: str
+
+    def alive(self) -> bool:
+        try:
+            p = psutil.Process(self.pid)
+            return abs(p.create_time() - self.create_time) < 0.5 and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+
+def write_record(rec: ProcessRecord) -> None:
+    d = _records_dir()
+    with contextlib.suppress(OSError):
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{rec.name}.json.tmp"
+        tmp.write_text(json.dumps(asdict(rec)))
+        os.replace(tmp, d / f"{rec.name}.json")
+
+
+def read_record(name: str) -> ProcessRecord | None:
+    try:
+        data = json.loads((_records_dir() / f"{name}.json").read_text())
+        return ProcessRecord(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def drop_record(name: str, pid: int | None = None) -> None:
+    rec = read_record(name)
+    if rec is not None and (pid is None or rec.pid == pid):
+        with contextlib.suppress(OSError):
+            (_records_dir() / f"{name}.json").unlink()
+
+
+def all_records() -> list[ProcessRecord]:
+    out: list[ProcessRecord] = []
+    d = _records_dir()
+    if not d.is_dir():
+        return out
+    for path in sorted(d.glob("*.json")):
+        rec = read_record(path.stem)
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def _group_pids(pgid: int) -> set[int]:
+    out: set[int] = set()
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.pid) == pgid:
+                out.add(p.pid)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return out
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError as exc:
+        raise LifecycleError(f"not allowed to signal process group {pgid}: {exc.strerror}") from None
+
+
+def cleanup_all(grace: float = CLEANUP_GRACE) -> list[int]:
+    """Terminate every group this process started (SIGTERM, then SIGKILL after ``grace``)."""
+    with _registry_lock:
+        groups = dict(_registry)
+        _registry.clear()
+    for pgid in groups:
+        with contextlib.suppress(LifecycleError):
+            _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_group_pids(g) for g in groups):
+        time.sleep(0.05)
+    for pgid, name in groups.items():
+        with contextlib.suppress(LifecycleError):
+            _signal_group(pgid, signal.SIGKILL)
+        drop_record(name, pgid)
+    return list(groups)
+
+
+def _ensure_atexit() -> None:
+    global _atexit_installed
+    with _registry_lock:
+        if not _atexit_installed:
+            atexit.register(cleanup_all)
+            _atexit_installed = True
+
+
+def install_signal_cleanup() -> None:
+    """In the main thread: turn SIGTERM/SIGHUP into a normal exit so the atexit cleanup runs."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            signal.signal(sig, handler)
+
+
+def registered_groups() -> dict[int, str]:
+    with _registry_lock:
+        return dict(_registry)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """A clear error before launch when something already listens on the engine's port."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise LifecycleError(
+                f"port {host}:{port} is already in use ({exc.strerror}); stop what holds it or set a different port",
+                1,
+            ) from None
+
+
+class ProcessHandle:
+    """A process group this enginedeck started (its child)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], name: str) -> None:
+        self.proc = proc
+        self.name = name
+        self.pgid = proc.pid  # start_new_session: the child leads its own group
+
+    @property
+    def ident(self) -> str:
+        return f"pid {self.proc.pid}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    def poll(self) -> ExitInfo | None:
+        rc = self.proc.poll()
+        if rc is None:
+            return None
+        # A signal death is reported like a shell does: 128 + signal number.
+        return ExitInfo(128 - rc if rc < 0 else rc)
+
+    def terminate(self) -> None:
+        _signal_group(self.pgid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        _signal_group(self.pgid, signal.SIGKILL)
+
+    def host_pids(self) -> set[int]:
+        pids = _group_pids(self.pgid)
+        with contextlib.suppress(psutil.Error):
+            pids |= {c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)}
+        return pids
+
+    def follow_logs(self, buffer: LogBuffer, on_chunk: Callable[[], None], stop: threading.Event) -> None:
+        import codecs
+
+        stream = self.proc.stdout
+        if stream is None:
+            return
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        fd = stream.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            if buffer.feed(decoder.decode(chunk)):
+                on_chunk()
+        buffer.feed(decoder.decode(b"", final=True))
+        buffer.flush_partial()
+        on_chunk()
+
+    def tail(self, n: int) -> tuple[str, ...]:
+        return ()  # the manager keeps the lines in the log buffer
+
+    def remove(self) -> None:
+        # Whatever is left of the group after the leader exited (a worker that ignored SIGTERM).
+        if _group_pids(self.pgid):
+            with contextlib.suppress(LifecycleError):
+                _signal_group(self.pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        if self.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdout.close()
+        with _registry_lock:
+            _registry.pop(self.pgid, None)
+        drop_record(self.name, self.proc.pid)
+
+
+class ForeignProcessHandle:
+    """A process group started by another (possibly gone) enginedeck, known from its record."""
+
+    def __init__(self, rec: ProcessRecord) -> None:
+        self.rec = rec
+
+    @property
+    def ident(self) -> str:
+        return f"pid {self.rec.pid}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.rec.pid
+
+    def poll(self) -> ExitInfo | None:
+        return None if self.rec.alive() else ExitInfo(None)
+
+    def terminate(self) -> None:
+        if self.rec.alive():
+            _signal_group(self.rec.pgid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        if self.rec.alive() or _group_pids(self.rec.pgid):
+            _signal_group(self.rec.pgid, signal.SIGKILL)
+
+    def host_pids(self) -> set[int]:
+        return _group_pids(self.rec.pgid) if self.rec.alive() else set()
+
+    def follow_logs(self, buffer: LogBuffer, on_chunk: Callable[[], None], stop: threading.Event) -> None:
+        buffer.append(
+            f"[enginedeck] {self.rec.name} was started by enginedeck pid {self.rec.owner_pid}; "
+            "its output goes to that process, not here"
+        )
+        on_chunk()
+
+    def tail(self, n: int) -> tuple[str, ...]:
+        return ()
+
+    def remove(self) -> None:
+        drop_record(self.rec.name, self.rec.pid)
+
+
+def launch(spec: LaunchSpec) -> ProcessHandle:
+    """Start the engine process in its own group; a clear error when it cannot start."""
+    check_port_free(spec.bind, spec.host_port)
+    env = dict(os.environ)
+    env.update(spec.env)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    _ensure_atexit()
+    try:
+        proc = subprocess.Popen(
+            list(spec.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except FileNotFoundError:
+        raise LifecycleError(f"{spec.name}: cannot run {spec.argv[0]!r}: no such file", 1) from None
+    except PermissionError:
+        raise LifecycleError(f"{spec.name}: cannot run {spec.argv[0]!r}: permission denied", 1) from None
+    except OSError as exc:
+        raise LifecycleError(f"{spec.name}: cannot run {spec.argv[0]!r}: {exc.strerror or exc}", 1) from None
+    with _registry_lock:
+        _registry[proc.pid] = spec.name
+    try:
+        created = psutil.Process(proc.pid).create_time()
+    except psutil.Error:
+        created = time.time()
+    write_record(
+        ProcessRecord(
+            name=spec.name,
+            profile=spec.profile,
+            pid=proc.pid,
+            pgid=proc.pid,
+            create_time=created,
+            owner_pid=os.getpid(),
+            address=spec.address,
+            command=spec.display_argv(),
+            config_hash=spec.config_hash,
+            gpus=spec.gpus_text,
+        )
+    )
+    return ProcessHandle(proc, spec.name)
+
+
+def attach(name: str) -> ForeignProcessHandle | None:
+    """A live process recorded for ``name`` by another enginedeck run; stale records are dropped."""
+    rec = read_record(name)
+    if rec is None:
+        return None
+    if rec.owner_pid == os.getpid() and rec.pgid in registered_groups():
+        return None  # ours; the manager already holds its handle
+    if not rec.alive():
+        drop_record(name, rec.pid)
+        return None
+    return ForeignProcessHandle(rec)
