@@ -223,9 +223,7 @@ def parse(
         if first == "#":
             _comment(line, idx + 1, families, accept, created_skip, keep_created, error)
             continue
-        if "\t" in line:
-            line = line.replace("\t", " ")
-        if first == " " or line[-1] in " \r":
+        if first in " \t" or line[-1] in " \t\r":
             line = line.strip()
             if not line:
                 continue
@@ -234,11 +232,15 @@ def parse(
                 continue
         br = line.find("{")
         sp = line.find(" ")
+        if "\t" in line:  # tabs separate tokens too (rare: check only when present)
+            tab = line.find("\t")
+            if sp == -1 or tab < sp:
+                sp = tab
         if br != -1 and (sp == -1 or br < sp):
             name = line[:br]
         elif sp != -1:
             name = line[:sp]
-            rest = line[sp + 1 :].lstrip(" ")
+            rest = line[sp + 1 :].lstrip(" \t")
             br = len(line) - len(rest) if rest[:1] == "{" else -1
         else:
             name = line
