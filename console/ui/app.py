@@ -1,0 +1,395 @@
+"""The console app: reads FleetSnapshots, dispatches registry actions, picks the layout.
+
+Data flow: the FleetSource collects in its own thread and calls our listener there; the listener
+only ``post_message``s a ``FleetUpdated`` (thread-safe). The handler, on the UI loop, stores the
+snapshot and hands it to the active screen, which updates only the cells that changed. No HTTP,
+NVML or Docker call ever runs here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on
+from textual.app import App
+from textual.binding import Binding
+from textual.events import Resize
+
+from console.config import EngineInstance
+from console.model import FleetSnapshot
+from console.profiles import EngineProfile
+from console.resources import data_dir
+from console.telemetry.source import FleetSource
+from console.ui.actions import Action, ActionRegistry, display_key
+from console.ui.control import LifecycleControl
+from console.ui.messages import FleetUpdated, LifecycleDone
+from console.ui.palette import ActionsProvider
+from console.ui.screens import ScreenSpec, screen_specs
+from console.ui.screens.base import DeckScreen
+
+REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+LAYOUT_BASE = "base"  # always loaded; the others are scoped under `.layout-<name>`
+
+
+def layout_files() -> dict[str, Path]:
+    d = data_dir("layouts")
+    return {p.stem: p for p in sorted(d.glob("*.tcss"))}
+
+
+def layout_names() -> list[str]:
+    return [n for n in layout_files() if n != LAYOUT_BASE]
+
+
+def auto_layout(width: int, height: int) -> str:
+    if width < 100 or height < 30:
+        return "compact"
+    if width >= 200 and height >= 50:
+        return "wide"
+    return "default"
+
+
+@dataclass(frozen=True, slots=True)
+class UiOptions:
+    read_only: bool = False
+    layout: str = "auto"
+    mouse: bool = True
+    simulated: bool = False
+    title: str = ""
+    # Shown on the no-configuration screen (None = engines are configured).
+    setup_config_path: str | None = None
+
+
+class DeckApp(App[str | None]):
+    TITLE = "enginedeck"
+    COMMANDS: ClassVar = {ActionsProvider}
+    ENABLE_COMMAND_PALETTE = True
+    # Our registry owns every key; keep only Textual's emergency quit.
+    BINDINGS: ClassVar = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+
+    def __init__(
+        self,
+        source: FleetSource | None,
+        *,
+        options: UiOptions | None = None,
+        profiles: Mapping[str, EngineProfile] | None = None,
+        instances: Mapping[str, EngineInstance] | None = None,
+        lifecycle: LifecycleControl | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        files = layout_files()
+        super().__init__(css_path=list(files.values()))
+        self.source = source
+        self.options = options or UiOptions()
+        self.profiles: Mapping[str, EngineProfile] = profiles or {}
+        self.instances: Mapping[str, EngineInstance] = instances or {}
+        self.lifecycle = lifecycle
+        self.clock = clock
+        self.fleet: FleetSnapshot | None = None
+        self.animation_level = "none"  # no animations by default (SSH, on-call)
+        self.layout_name = ""  # the layout in effect
+        self.layout_choice = self.options.layout  # "auto" or a layout name
+        self._unsubscribe: Callable[[], None] | None = None
+        self.specs: dict[str, ScreenSpec] = screen_specs()
+        self.registry = ActionRegistry()
+        for a in _global_actions():
+            self.register_action(a)
+        for spec in self.specs.values():
+            for a in spec.actions:
+                self.register_action(a)
+        for a in _control_actions():
+            self.register_action(a)
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def register_action(self, a: Action) -> None:
+        self.registry.register(a)
+        hidden = self.options.read_only and a.mutating
+        self.bind(
+            a.keys,
+            f"deck('{a.id}')",
+            description=a.short or a.description,
+            show=a.footer and not hidden,
+            key_display=a.key_display or display_key(a.keys),
+        )
+
+    @property
+    def screen_name(self) -> str:
+        s = self.screen
+        return s.deck_name if isinstance(s, DeckScreen) else type(s).__name__
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "deck" and parameters:
+            aid = str(parameters[0])
+            if aid not in self.registry:
+                return False
+            return self.registry.get(aid).available_on(self.screen_name)
+        return True
+
+    async def action_deck(self, action_id: str) -> None:
+        await self.run_deck_action(action_id)
+
+    async def run_deck_action(self, action_id: str) -> None:
+        a = self.registry.get(action_id)
+        if a.mutating and self.options.read_only:
+            self.notify(f"read-only mode: {a.description.lower()} is disabled", severity="warning")
+            return
+        if not a.available_on(self.screen_name):
+            return
+        result = a.handler(self)
+        if inspect.isawaitable(result):
+            await result
+
+    # -- data ----------------------------------------------------------------------------------
+
+    def _listener(self, snapshot: FleetSnapshot) -> None:
+        # Runs in the source's thread: only hand over, never touch widgets here.
+        self.post_message(FleetUpdated(snapshot))
+
+    @on(FleetUpdated)
+    def _on_fleet(self, message: FleetUpdated) -> None:
+        self.fleet = message.snapshot
+        screen = self.screen
+        if isinstance(screen, DeckScreen):
+            screen.show_fleet(message.snapshot)
+            screen.refresh_top()
+
+    @on(LifecycleDone)
+    def _on_lifecycle_done(self, message: LifecycleDone) -> None:
+        if message.error:
+            self.notify(f"{message.verb} {message.engine} failed: {message.error}", severity="error", timeout=10)
+        else:
+            self.notify(f"{message.verb} {message.engine}: done")
+
+    # -- lifecycle of the app -----------------------------------------------------------------
+
+    async def on_mount(self) -> None:
+        self._pick_layout(self.size.width, self.size.height)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._terminal_gone)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        if self.options.setup_config_path is not None or self.source is None:
+            from console.ui.screens.setup import SetupScreen
+
+            await self.push_screen(SetupScreen(self.options.setup_config_path or ""))
+            return
+        if sys.stdin.isatty():
+            self.set_interval(5.0, self._check_tty)  # a dropped SSH session must not leave us spinning
+        self.set_interval(2.0, self._watchdog)
+        latest = self.source.latest()
+        if latest.taken_at > 0:
+            self.fleet = latest
+        await self.push_screen(self.specs["overview"].factory(self, None))
+        self._unsubscribe = self.source.subscribe(self._listener)
+
+    def _terminal_gone(self) -> None:
+        self.exit(None)
+
+    def _check_tty(self) -> None:
+        try:
+            gone = not os.isatty(sys.stdin.fileno())
+        except (OSError, ValueError):
+            gone = True
+        if gone:
+            self.exit(None)
+
+    def _watchdog(self) -> None:
+        # The top bar says "no new data for N s" when the source itself stops publishing.
+        s = self.screen
+        if isinstance(s, DeckScreen):
+            s.refresh_top()
+
+    def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def on_resize(self, event: Resize) -> None:
+        self._pick_layout(event.size.width, event.size.height)
+
+    def _pick_layout(self, width: int, height: int) -> None:
+        name = self.layout_choice
+        if name == "auto" or name not in layout_names():
+            name = auto_layout(width, height)
+        self.apply_layout(name)
+
+    def apply_layout(self, name: str) -> None:
+        if name == self.layout_name:
+            return
+        for n in layout_names():
+            self.set_class(n == name, f"layout-{n}")
+        self.layout_name = name
+        for screen in self.screen_stack:
+            hook = getattr(screen, "layout_changed", None)
+            if callable(hook):
+                hook(name)
+
+    # -- navigation ----------------------------------------------------------------------------
+
+    async def show_screen(self, name: str, target: str | None = None) -> None:
+        spec = self.specs[name]
+        if spec.needs_engine and target is None:
+            s = self.screen
+            target = s.selected_engine() if isinstance(s, DeckScreen) else None
+            if target is None:
+                self.notify("select an engine first", severity="warning")
+                return
+        # Stack: [default, overview, (one detail screen)] + modals on top.
+        while len(self.screen_stack) > 2:
+            await self.pop_screen()
+        if name != "overview":
+            await self.push_screen(spec.factory(self, target))
+
+    async def go_back(self) -> None:
+        s = self.screen
+        if isinstance(s, DeckScreen) and s.deck_back():
+            return
+        if len(self.screen_stack) > 2:
+            await self.pop_screen()
+
+    def set_paused(self, paused: bool) -> None:
+        if self.source is None:
+            return
+        self.source.set_paused(paused)
+        self.notify("paused: collection stops until you resume" if paused else "resumed")
+        s = self.screen
+        if isinstance(s, DeckScreen):
+            s.refresh_top()
+
+    def step_refresh(self, direction: int) -> None:
+        if self.source is None:
+            return
+        cur = self.source.refresh
+        if direction > 0:
+            new = next((s for s in REFRESH_STEPS if s > cur + 1e-9), REFRESH_STEPS[-1])
+        else:
+            new = next((s for s in reversed(REFRESH_STEPS) if s < cur - 1e-9), REFRESH_STEPS[0])
+        self.source.set_refresh(new)
+        self.notify(f"refresh every {new:g} s")
+        s = self.screen
+        if isinstance(s, DeckScreen):
+            s.refresh_top()
+
+    def cycle_layout(self) -> None:
+        names = ["auto", *layout_names()]
+        cur = self.layout_choice if self.layout_choice in names else "auto"
+        nxt = names[(names.index(cur) + 1) % len(names)]
+        self.layout_choice = nxt
+        self._pick_layout(self.size.width, self.size.height)
+        self.notify(f"layout: {nxt}" + (f" ({self.layout_name})" if nxt == "auto" else ""))
+
+    async def open_explain(self) -> None:
+        from console.ui.screens.modals import ExplainScreen
+
+        s = self.screen
+        if not isinstance(s, DeckScreen):
+            return
+        metric, engine = s.explain_target()
+        snap = self.fleet.engine(engine) if (self.fleet and engine) else None
+        profile = self.profiles.get(snap.profile) if snap else None
+        await self.push_screen(ExplainScreen(metric, profile, engine or "", simulated=self.options.simulated))
+
+    async def open_help(self) -> None:
+        from console.ui.screens.modals import HelpScreen
+
+        await self.push_screen(HelpScreen(self.registry, read_only=self.options.read_only))
+
+    async def control(self, verb: str) -> None:
+        """start/stop/restart the engine under the cursor, after confirmation."""
+        from console.ui.screens.modals import ConfirmScreen
+
+        s = self.screen
+        engine = s.selected_engine() if isinstance(s, DeckScreen) else None
+        if engine is None:
+            self.notify("select an engine first", severity="warning")
+            return
+        ctl = self.lifecycle
+        if ctl is None:
+            # HOOK: console/lifecycle is not wired into this console yet; say so and do nothing.
+            self.notify(f"{verb}: engine control is not available in this console yet; nothing was done",
+                        severity="warning")
+            return
+        if not ctl.can_control(engine):
+            self.notify(f"{engine} is monitor-only (not started by enginedeck): cannot {verb} it",
+                        severity="warning")
+            return
+        snap = self.fleet.engine(engine) if self.fleet else None
+        running = snap.total.running if snap and snap.total else None
+        extra = f" It is serving {running:.0f} running requests." if running else ""
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.run_worker(lambda: self._do_control(ctl, verb, engine), thread=True, group="lifecycle")
+
+        await self.push_screen(ConfirmScreen(f"{verb.capitalize()} {engine}?{extra}"), done)
+
+    def _do_control(self, ctl: LifecycleControl, verb: str, engine: str) -> None:
+        # Worker thread: blocking lifecycle call; the result comes back as a message.
+        try:
+            getattr(ctl, verb)(engine)
+        except Exception as exc:
+            self.post_message(LifecycleDone(verb, engine, str(exc) or type(exc).__name__))
+        else:
+            self.post_message(LifecycleDone(verb, engine, ""))
+
+
+def _global_actions() -> list[Action]:
+    async def quit_(app: DeckApp) -> None:
+        app.exit(None)
+
+    async def help_(app: DeckApp) -> None:
+        await app.open_help()
+
+    def palette(app: DeckApp) -> None:
+        app.action_command_palette()
+
+    def pause(app: DeckApp) -> None:
+        if app.source is not None:
+            app.set_paused(not app.source.paused)
+
+    async def back(app: DeckApp) -> None:
+        await app.go_back()
+
+    async def explain(app: DeckApp) -> None:
+        await app.open_explain()
+
+    return [
+        Action("quit", "q", "Quit", "Global", quit_, short="quit"),
+        Action("help", "question_mark,f1", "Help: every key", "Global", help_, short="help", key_display="?"),
+        Action("palette", "ctrl+p", "Command palette", "Global", palette, footer=False),
+        Action("back", "escape", "Back / close", "Global", back, footer=False),
+        Action("explain", "e", "Explain the metric under the cursor", "Global", explain, short="explain"),
+        Action("pause", "space,p", "Pause / resume collection", "Global", pause, short="pause"),
+        Action("faster", "plus,equals_sign", "Refresh faster", "Global", lambda app: app.step_refresh(-1),
+               footer=False, key_display="+"),
+        Action("slower", "minus", "Refresh slower", "Global", lambda app: app.step_refresh(+1), footer=False),
+        Action("layout", "L", "Cycle layout (auto/compact/default/wide)", "Global", lambda app: app.cycle_layout(),
+               footer=False),
+        Action("overview", "o,1", "Overview: all engines and GPUs", "Navigate",
+               lambda app: app.show_screen("overview"), footer=False),
+        Action("gpus", "g,3", "GPUs: per-GPU history and processes", "Navigate",
+               lambda app: app.show_screen("gpus"), footer=False),
+    ]
+
+
+def _control_actions() -> list[Action]:
+    screens = ("overview", "engine")
+    return [
+        Action("restart", "R", "Restart engine", "Engine control", lambda app: app.control("restart"),
+               mutating=True, screens=screens, footer=False),
+        Action("stop", "X", "Stop engine", "Engine control", lambda app: app.control("stop"),
+               mutating=True, screens=screens, footer=False),
+        Action("start", "U", "Start engine", "Engine control", lambda app: app.control("start"),
+               mutating=True, screens=screens, footer=False),
+    ]

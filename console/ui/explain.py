@@ -1,0 +1,238 @@
+"""What each displayed metric means, and where THIS engine's value comes from (its profile).
+
+Pure data and one function that builds the explanation as Rich text; the popup only shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from console.profiles import EngineProfile
+
+
+@dataclass(frozen=True, slots=True)
+class MetricInfo:
+    title: str
+    meaning: str
+    unit: str
+    healthy: str
+    canonical: tuple[str, ...] = ()  # profile metrics.map keys it is computed from
+    how: str = ""  # how the console derives the shown value from the canonical metric(s)
+    gpu: bool = False
+
+
+_RATE = "Δcounter / Δt over the last 5 s (reset-corrected); n/a until two samples exist"
+_QUANT = (
+    "quantile interpolated from the histogram's bucket deltas over the recent window "
+    "(not since start); '~' marks a window with few observations"
+)
+
+METRICS: dict[str, MetricInfo] = {
+    "phase": MetricInfo(
+        "Phase / health",
+        "Where the engine is in its life: loading (refused/503 while weights load), ready (/v1/models lists a "
+        "model), degraded (answers, but metrics fail), unreachable (no answer), and so on.",
+        "state",
+        "ready; 'stale N s: reason' means the last probe failed N seconds ago for that reason",
+    ),
+    "running": MetricInfo(
+        "Running requests",
+        "Requests in the running batch (being prefilled or decoded) right now.",
+        "requests",
+        "at or below the engine's max batch size (e.g. vLLM --max-num-seqs); follows load",
+        ("running",),
+        "sum over data-parallel replicas",
+    ),
+    "waiting": MetricInfo(
+        "Waiting requests",
+        "Requests queued because the batch or the KV cache is full.",
+        "requests",
+        "0 most of the time; persistently > 0 with KV near 100% means the engine is saturated",
+        ("waiting",),
+        "sum over data-parallel replicas",
+    ),
+    "kv_usage": MetricInfo(
+        "KV-cache usage",
+        "Share of the KV-cache blocks/tokens in use. Engines preallocate HBM, so this, not GPU memory, "
+        "shows how full the engine is.",
+        "percent of the KV pool",
+        "< 90%; near 100% with waiting > 0 leads to queueing and preemptions",
+        ("kv_usage",),
+        "max over replicas (the fullest replica limits admission)",
+    ),
+    "prefix_hit_rate": MetricInfo(
+        "Prefix-cache hit rate",
+        "Share of prompt tokens served from the prefix cache instead of being recomputed.",
+        "percent of prompt tokens",
+        "workload-dependent: high (> 50%) for chat with shared system prompts, near 0 for unique prompts",
+        ("prefix_hits", "prefix_queries", "cached_prompt_tokens", "prompt_tokens", "prefix_hit_rate_gauge"),
+        "over the 60 s window",
+    ),
+    "generation_tps": MetricInfo(
+        "Generation throughput",
+        "Output (decode) tokens produced per second, all requests together.",
+        "tokens/s",
+        "proportional to running requests; a drop while running > 0 is a decode stall",
+        ("generation_tokens",),
+        _RATE,
+    ),
+    "prompt_tps": MetricInfo(
+        "Prompt throughput",
+        "Prompt (prefill) tokens processed per second.",
+        "tokens/s",
+        "follows incoming load; bursts with long prompts slow decode for everyone",
+        ("prompt_tokens",),
+        _RATE,
+    ),
+    "ttft_p50": MetricInfo(
+        "Time to first token, p50",
+        "Median delay from request arrival to its first output token (queue + prefill).",
+        "seconds",
+        "tens to hundreds of ms for short prompts; grows with queueing",
+        ("ttft",),
+        _QUANT,
+    ),
+    "ttft_p99": MetricInfo(
+        "Time to first token, p99",
+        "Tail delay to the first token: what the slowest 1% of users wait.",
+        "seconds",
+        "within a few × p50; a large gap means bursts of long prompts or a queue",
+        ("ttft",),
+        _QUANT,
+    ),
+    "itl_p50": MetricInfo(
+        "Inter-token latency, p50",
+        "Median time between consecutive output tokens of a request while it decodes.",
+        "seconds",
+        "~10-60 ms on a GPU; rises with batch size and with concurrent prefills",
+        ("itl",),
+        _QUANT,
+    ),
+    "itl_p99": MetricInfo(
+        "Inter-token latency, p99",
+        "Tail time between output tokens (stutter the user sees while streaming).",
+        "seconds",
+        "a few × p50; spikes mean prefills are stalling decode",
+        ("itl",),
+        _QUANT,
+    ),
+    "errors": MetricInfo(
+        "Failed requests",
+        "Requests that finished with an error or were aborted, per second.",
+        "requests/s",
+        "0; any sustained rate needs a look at the engine logs",
+        ("requests_failed",),
+        _RATE,
+    ),
+    "gpu_util": MetricInfo(
+        "GPU utilisation",
+        "Share of time at least one kernel ran on the GPU (NVML utilization.gpu). Not SM occupancy.",
+        "percent of time",
+        "high under load; 0% with running requests means the engine is stuck",
+        gpu=True,
+        how="nvmlDeviceGetUtilizationRates().gpu",
+    ),
+    "gpu_mem": MetricInfo(
+        "GPU memory (HBM)",
+        "Memory allocated on the GPU. Engines preallocate (vLLM --gpu-memory-utilization, SGLang "
+        "--mem-fraction-static), so ~90% is normal and says nothing about load; see KV usage.",
+        "GiB and percent of total",
+        "flat after start-up; growth after start-up means a leak or another process",
+        gpu=True,
+        how="nvmlDeviceGetMemoryInfo().used / .total",
+    ),
+    "gpu_temp": MetricInfo(
+        "GPU temperature",
+        "Core temperature.",
+        "°C",
+        "below ~83 °C; throttling starts near the slowdown threshold (~87-90 °C on data-centre parts)",
+        gpu=True,
+        how="nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)",
+    ),
+    "gpu_power": MetricInfo(
+        "GPU power",
+        "Board power draw, against its enforced limit.",
+        "W",
+        "below the limit; sitting at the limit under load means power-capped clocks",
+        gpu=True,
+        how="nvmlDeviceGetPowerUsage() / 1000, nvmlDeviceGetEnforcedPowerLimit()",
+    ),
+    "gpu_engine": MetricInfo(
+        "Owning engine",
+        "Which engine instance the GPU's processes belong to (process → container → engine).",
+        "name",
+        "one engine per GPU (or one tensor-parallel group); '?' means unattributed processes",
+        gpu=True,
+        how="NVML compute processes joined with the engines' PIDs and containers",
+    ),
+}
+
+
+def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = "", simulated: bool = False) -> Text:
+    """The popup text: meaning, unit, healthy range, and THIS engine's raw names and formula."""
+    info = METRICS.get(metric)
+    out = Text()
+    if info is None:
+        out.append(f"No explanation for {metric!r} yet.\n", style="dim")
+        return out
+    out.append(info.title + "\n", style="bold")
+    out.append(info.meaning + "\n\n")
+    out.append("Unit: ", style="bold")
+    out.append(info.unit + "\n")
+    out.append("Healthy: ", style="bold")
+    out.append(info.healthy + "\n")
+    if info.gpu:
+        out.append("Source: ", style="bold")
+        out.append(("simulated GPU model (demo) standing in for " if simulated else "") + info.how + "\n")
+        return out
+    if info.how:
+        out.append("Computed: ", style="bold")
+        out.append(info.how + "\n")
+    if profile is None:
+        out.append("\nNo engine selected (or its profile is unknown): raw names not shown.\n", style="dim")
+        return out
+    out.append(f"\nFor {engine_name or profile.name} ({profile.display_name}, profile {profile.source or profile.name}):\n",
+               style="bold")
+    if metric == "phase":
+        h = profile.health
+        out.append(f"  health probe GET {h.path}; ready when GET {h.ready_path} lists a model\n")
+        out.append(f"  loading looks like: {', '.join(h.loading)}\n")
+        return out
+    if metric == "prefix_hit_rate":
+        hr = profile.metrics.prefix_hit_rate
+        if hr is not None:
+            out.append("  formula: ", style="bold")
+            out.append((hr.formula or f"Δ{'+'.join(hr.numerator)} / Δ{'+'.join(hr.denominator)}") + "\n")
+        elif "prefix_hit_rate_gauge" in profile.metrics.map:
+            out.append("  formula: the engine's own gauge (no counters to difference)\n")
+        else:
+            out.append("  this engine exports nothing to compute it from: shown as n/a\n", style="yellow")
+    shown = False
+    for canon in info.canonical:
+        m = profile.metrics.map.get(canon)
+        if m is None:
+            continue
+        shown = True
+        out.append(f"  {canon}: ", style="bold")
+        out.append(" | ".join(m.names))
+        out.append(f"  [{m.kind}, {m.aggregate} over label series]")
+        if m.match:
+            out.append("  only " + ", ".join(f"{k}∈{{{','.join(v)}}}" for k, v in m.match.items()))
+        if m.scale != 1.0:
+            out.append(f"  ×{m.scale:g}")
+        out.append("\n")
+        if m.unit:
+            out.append(f"    raw unit: {m.unit}\n", style="dim")
+        if m.note:
+            out.append(f"    note: {m.note}\n", style="dim")
+    if not shown and metric != "prefix_hit_rate":
+        out.append("  this engine's profile maps no raw metric for it: shown as n/a, never 0\n", style="yellow")
+    if len(info.canonical) and any(len(profile.metrics.map[c].names) > 1 for c in info.canonical
+                                   if c in profile.metrics.map):
+        out.append("  (several names: the first one present in the payload wins; older ones are legacy)\n",
+                   style="dim")
+    if profile.metrics.enable_hint:
+        out.append(f"  metrics need: {profile.metrics.enable_hint}\n", style="dim")
+    return out

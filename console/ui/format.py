@@ -1,0 +1,218 @@
+"""Cell formatting: units always, "n/a" (dim) for None and never 0, "~" for low-sample quantiles.
+
+Pure functions over model values returning Rich ``Text``; no Textual, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from rich.text import Text
+
+from console.model import EngineSnapshot, Freshness, Phase, Quantiles, SourceState
+
+GIB = 1024**3
+NA_STYLE = "dim"
+
+_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY|AUTH)", re.IGNORECASE)
+
+
+def na() -> Text:
+    return Text("n/a", style=NA_STYLE)
+
+
+def is_missing(v: float | None) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def si(v: float) -> str:
+    """Compact magnitude: 950, 1.2k, 34k, 1.5M."""
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.1f}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.0f}k"
+    if a >= 1e3:
+        return f"{v / 1e3:.1f}k"
+    if a >= 100 or v == 0:
+        return f"{v:.0f}"
+    return f"{v:.1f}"
+
+
+def count(v: float | None) -> Text:
+    if is_missing(v):
+        return na()
+    assert v is not None
+    return Text(f"{v:.0f}")
+
+
+def tps(v: float | None) -> Text:
+    """Tokens per second."""
+    if is_missing(v):
+        return na()
+    assert v is not None
+    return Text(f"{si(v)} t/s")
+
+
+def per_s(v: float | None) -> Text:
+    if is_missing(v):
+        return na()
+    assert v is not None
+    return Text("0/s" if v == 0 else f"{v:.2f}/s" if v < 10 else f"{si(v)}/s")
+
+
+def pct(fraction: float | None, *, warn: float = 0.9, crit: float = 0.97) -> Text:
+    """A 0-1 fraction as a percentage, coloured when high."""
+    if is_missing(fraction):
+        return na()
+    assert fraction is not None
+    style = "bold red" if fraction >= crit else "yellow" if fraction >= warn else ""
+    return Text(f"{100 * fraction:.0f}%", style=style)
+
+
+def seconds_text(s: float) -> str:
+    if s < 1:
+        return f"{s * 1000:.0f} ms" if s >= 0.001 else f"{s * 1000:.2f} ms"
+    return f"{s:.2f} s" if s < 10 else f"{s:.0f} s"
+
+
+def quantile(q: Quantiles, which: str) -> Text:
+    """p50/p90/p99 of a latency histogram; '~' and dim when the window had few samples."""
+    v: float | None = getattr(q, which)
+    if is_missing(v):
+        return na()
+    assert v is not None
+    if q.low_sample:
+        return Text("~" + seconds_text(v), style="dim")
+    return Text(seconds_text(v))
+
+
+def gib(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / GIB:.1f}"
+
+
+def hbm(used: int | None, total: int | None) -> Text:
+    """'71.2/80.0 GiB 89%'"""
+    if used is None:
+        return na()
+    pct_txt = f" {100 * used / total:.0f}%" if total else ""
+    tot = f"/{total / GIB:.1f}" if total else ""
+    style = "yellow" if total and used / total > 0.95 else ""
+    return Text(f"{used / GIB:.1f}{tot} GiB{pct_txt}", style=style)
+
+
+def unit(v: float | None, suffix: str, fmt: str = "{:.0f}") -> Text:
+    if is_missing(v):
+        return na()
+    return Text(fmt.format(v) + suffix)
+
+
+def ago(now: float, then: float | None) -> str:
+    if then is None:
+        return "never"
+    d = max(0.0, now - then)
+    if d < 120:
+        return f"{d:.0f} s"
+    if d < 7200:
+        return f"{d / 60:.0f} min"
+    return f"{d / 3600:.1f} h"
+
+
+def staleness(f: Freshness, now: float) -> str:
+    """'stale 12 s: connection refused' ('' when fresh)."""
+    if f.state is SourceState.OK:
+        return ""
+    if f.state is SourceState.UNAVAILABLE:
+        return f"unavailable: {f.reason}" if f.reason else "unavailable"
+    since = f.stale_since if f.stale_since is not None else f.updated_at
+    head = f"stale {ago(now, since)}" if since is not None else "stale"
+    return f"{head}: {f.reason}" if f.reason else head
+
+
+_PHASE_STYLE: dict[Phase, tuple[str, str]] = {
+    Phase.READY: ("●", "green"),
+    Phase.DEGRADED: ("▲", "yellow"),
+    Phase.LOADING: ("◐", "cyan"),
+    Phase.STARTING: ("◐", "cyan"),
+    Phase.CREATING: ("◐", "cyan"),
+    Phase.PULLING: ("◐", "cyan"),
+    Phase.STOPPING: ("◑", "cyan"),
+    Phase.UNHEALTHY: ("✖", "bold red"),
+    Phase.UNREACHABLE: ("✖", "bold red"),
+    Phase.FAILED: ("✖", "bold red"),
+    Phase.EXITED: ("■", "dim"),
+    Phase.UNKNOWN: ("?", "dim"),
+}
+
+# Sort order "sickest first" (lower = worse).
+PHASE_SEVERITY: dict[Phase, int] = {
+    Phase.FAILED: 0,
+    Phase.UNREACHABLE: 1,
+    Phase.UNHEALTHY: 2,
+    Phase.DEGRADED: 3,
+    Phase.EXITED: 4,
+    Phase.UNKNOWN: 5,
+    Phase.STOPPING: 6,
+    Phase.PULLING: 7,
+    Phase.CREATING: 7,
+    Phase.STARTING: 7,
+    Phase.LOADING: 7,
+    Phase.READY: 9,
+}
+
+
+def phase(e: EngineSnapshot) -> Text:
+    """Glyph + word, so it reads without colour (NO_COLOR); metrics staleness overrides 'ready'."""
+    glyph, style = _PHASE_STYLE.get(e.phase, ("?", "dim"))
+    if e.phase is Phase.READY and e.metrics_freshness.state is SourceState.STALE:
+        return Text("▲ stale", style="yellow")
+    return Text(f"{glyph} {e.phase.value}", style=style)
+
+
+def is_sick(e: EngineSnapshot) -> bool:
+    return e.phase is not Phase.READY or e.metrics_freshness.stale or e.health_freshness.stale
+
+
+def problem(e: EngineSnapshot, now: float) -> str:
+    """One line saying why an engine needs attention ('' when it does not)."""
+    parts: list[str] = []
+    if e.phase is not Phase.READY:
+        detail = e.health_detail or e.health_freshness.reason
+        st = staleness(e.health_freshness, now)
+        head = e.phase.value
+        if st:
+            head += f" · {st}"
+            if detail and detail not in st:
+                head += f" ({detail})"
+        elif detail:
+            head += f": {detail}"
+        parts.append(head)
+    mst = staleness(e.metrics_freshness, now)
+    if mst and not (parts and e.metrics_freshness.reason and e.metrics_freshness.reason in parts[0]):
+        parts.append(f"metrics {mst}")
+    return "; ".join(parts)
+
+
+def mask_args(args: Sequence[str]) -> list[str]:
+    """Launch arguments with secret values replaced by '****' (``--api-key X``, ``--token=X``)."""
+    out: list[str] = []
+    hide_next = False
+    for a in args:
+        if hide_next:
+            out.append("****")
+            hide_next = False
+            continue
+        if a.startswith("-") and _SECRET.search(a):
+            if "=" in a:
+                out.append(a.split("=", 1)[0] + "=****")
+            else:
+                out.append(a)
+                hide_next = True
+            continue
+        if "=" in a and _SECRET.search(a.split("=", 1)[0]):
+            out.append(a.split("=", 1)[0] + "=****")
+            continue
+        out.append(a)
+    return out

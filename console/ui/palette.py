@@ -1,0 +1,52 @@
+"""The command palette, fed from the action registry (read-only hides mutating actions)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from console.ui.actions import Action, display_key
+
+if TYPE_CHECKING:
+    from console.ui.app import DeckApp
+
+
+class ActionsProvider(Provider):
+    def _actions(self) -> list[Action]:
+        from console.ui.app import DeckApp
+
+        app = self.app
+        if not isinstance(app, DeckApp):
+            return []
+        # The palette is a screen of its own: list by the screen underneath it.
+        under = app.screen_stack[-2] if len(app.screen_stack) >= 2 else app.screen
+        name = getattr(under, "deck_name", "") or type(under).__name__
+        return [
+            a
+            for a in app.registry.visible(read_only=app.options.read_only)
+            if a.id != "palette" and a.available_on(name)
+        ]
+
+    def _run(self, action_id: str) -> None:
+        app: DeckApp = self.app  # type: ignore[assignment]
+        app.call_later(app.run_deck_action, action_id)
+
+    async def discover(self) -> Hits:
+        for a in self._actions():
+            yield DiscoveryHit(
+                f"{a.description}  ({display_key(a.keys)})",
+                partial(self._run, a.id),
+                text=a.description,
+                help=f"{a.group}" + (" · changes engine state, asks first" if a.mutating else ""),
+            )
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for a in self._actions():
+            label = f"{a.description}  ({display_key(a.keys)})"
+            score = matcher.match(f"{a.description} {a.id} {a.group}")
+            if score > 0:
+                yield Hit(score, matcher.highlight(label), partial(self._run, a.id), text=a.description,
+                          help=a.group)

@@ -1,0 +1,39 @@
+"""Screen registry. A screen module calls ``register_screen(ScreenSpec(...))`` at import, bringing
+its own actions into the one action registry; adding a screen is one new module plus its name in
+``SCREEN_MODULES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from console.ui.actions import Action
+
+# One line per screen module (console.ui.screens.<name>), in navigation order.
+SCREEN_MODULES: tuple[str, ...] = ("overview", "engine", "gpus")
+
+
+@dataclass(frozen=True, slots=True)
+class ScreenSpec:
+    name: str
+    title: str
+    # factory(app, target) -> Screen; target is e.g. the engine name for the detail screen.
+    factory: Callable[[Any, str | None], Any]
+    actions: tuple[Action, ...] = ()
+    needs_engine: bool = False  # opened for the engine under the cursor
+
+
+_SCREENS: dict[str, ScreenSpec] = {}
+
+
+def register_screen(spec: ScreenSpec) -> None:
+    _SCREENS[spec.name] = spec
+
+
+def screen_specs() -> dict[str, ScreenSpec]:
+    for mod in SCREEN_MODULES:
+        importlib.import_module(f"console.ui.screens.{mod}")
+    return dict(_SCREENS)

@@ -1,0 +1,89 @@
+"""What every data screen shares: the top bar, the footer, and the fleet-update hook."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual.screen import Screen
+from textual.widgets import Static
+
+from console.model import FleetSnapshot
+from console.ui import format as fmt
+
+if TYPE_CHECKING:
+    from console.ui.app import DeckApp
+
+
+class TopBar(Static):
+    """One line: what this is, how fresh, paused or live, read-only, simulated."""
+
+    DEFAULT_CSS = """
+    TopBar { height: 1; background: $panel; color: $text; }
+    """
+
+    def show(self, app: DeckApp, title: str) -> None:
+        fleet = app.fleet
+        t = Text()
+        t.append(" enginedeck ", style="bold reverse")
+        t.append(f" {title}")
+        if app.options.simulated:
+            t.append("  SIMULATED", style="bold magenta")
+        if app.options.read_only:
+            t.append("  read-only", style="bold")
+        src = app.source
+        if src is not None:
+            if src.paused:
+                t.append("  ❚❚ paused", style="bold yellow")
+            else:
+                t.append(f"  ● {src.refresh:g} s")
+        if fleet is not None and fleet.engines:
+            sick = sum(1 for e in fleet.engines if fmt.is_sick(e))
+            t.append(f"  {len(fleet.engines)} engines")
+            if sick:
+                t.append(f" {sick} need attention", style="bold red")
+        if fleet is not None:
+            age = app.clock() - fleet.taken_at
+            if src is not None and not src.paused and age > 3 * max(src.refresh, 1.0):
+                t.append(f"  no new data for {fmt.ago(app.clock(), fleet.taken_at)}", style="bold red")
+        self.update(t)
+
+
+class DeckScreen(Screen[None]):
+    """A screen fed with FleetSnapshots. Subclasses implement ``show_fleet``."""
+
+    deck_name: ClassVar[str] = ""
+    deck_title: ClassVar[str] = ""
+
+    @property
+    def deck(self) -> DeckApp:
+        from console.ui.app import DeckApp
+
+        assert isinstance(self.app, DeckApp)
+        return self.app
+
+    def show_fleet(self, fleet: FleetSnapshot) -> None:
+        """Redraw from ``fleet``; called on every snapshot while this screen is active."""
+
+    def refresh_top(self) -> None:
+        for bar in self.query(TopBar):
+            bar.show(self.deck, self.title_text())
+
+    def title_text(self) -> str:
+        return self.deck_title
+
+    def selected_engine(self) -> str | None:
+        return None
+
+    def explain_target(self) -> tuple[str, str | None]:
+        """(metric key, engine name) for the explain popup."""
+        return ("phase", self.selected_engine())
+
+    def deck_back(self) -> bool:
+        """Handle Escape locally (close a filter...); True when handled."""
+        return False
+
+    def on_screen_resume(self) -> None:
+        if self.deck.fleet is not None:
+            self.show_fleet(self.deck.fleet)
+        self.refresh_top()

@@ -1,0 +1,291 @@
+"""Engine detail: history charts, a browser over every raw series, identity, and logs.
+
+Only the visible tab is redrawn on a refresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Grid, Vertical
+from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
+
+from console.config import mask_secrets
+from console.model import EngineSnapshot, FleetSnapshot, RawSeries
+from console.ui import format as fmt
+from console.ui.actions import Action
+from console.ui.screens import ScreenSpec, register_screen
+from console.ui.screens.base import DeckScreen, TopBar
+from console.ui.screens.overview import short_name
+from console.ui.widgets.chart import Chart
+
+TABS = ("charts", "raw", "identity", "logs")
+
+
+def _fmt_tps(v: float | None) -> str:
+    return fmt.tps(v).plain
+
+
+def _fmt_pct(v: float | None) -> str:
+    return fmt.pct(v).plain
+
+
+def _fmt_count(v: float | None) -> str:
+    return fmt.count(v).plain
+
+
+def _fmt_s(v: float | None) -> str:
+    return "n/a" if fmt.is_missing(v) else fmt.seconds_text(v)  # type: ignore[arg-type]
+
+
+# (history metric, title, formatter, fixed top of scale)
+CHARTS: tuple[tuple[str, str, Callable[[float | None], str], float | None], ...] = (
+    ("generation_tps", "generation tok/s", _fmt_tps, None),
+    ("prompt_tps", "prompt tok/s", _fmt_tps, None),
+    ("kv_usage", "KV-cache usage", _fmt_pct, 1.0),
+    ("prefix_hit_rate", "prefix hit rate", _fmt_pct, 1.0),
+    ("running", "running requests", _fmt_count, None),
+    ("waiting", "waiting requests", _fmt_count, None),
+    ("ttft_p50", "TTFT p50", _fmt_s, None),
+    ("ttft_p99", "TTFT p99", _fmt_s, None),
+    ("itl_p50", "ITL p50", _fmt_s, None),
+    ("itl_p99", "ITL p99", _fmt_s, None),
+)
+
+
+def raw_key(r: RawSeries) -> str:
+    return r.name + "{" + ",".join(f'{k}="{v}"' for k, v in r.labels) + "}"
+
+
+def identity_table(e: EngineSnapshot, app: Any, now: float) -> Table:
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column()
+
+    def row(k: str, v: str | Text) -> None:
+        t.add_row(k, v if isinstance(v, Text) else (Text(v) if v else fmt.na()))
+
+    prof = app.profiles.get(e.profile)
+    row("instance", e.name)
+    row("engine", (prof.display_name if prof else e.profile) + f" (profile {e.profile})")
+    row("version", e.identity.version or "")
+    row("served models", ", ".join(e.identity.models))
+    row("max context", f"{e.identity.max_model_len:,} tokens" if e.identity.max_model_len else "")
+    row("url", e.url)
+    row("control", "managed by enginedeck" if e.managed else "monitor-only (watched, not started here)")
+    if e.simulated:
+        row("simulated", Text("yes: synthetic engine from `enginedeck sim`", style="magenta"))
+    row("GPUs", ",".join(map(str, e.gpus)))
+    row("PIDs", ",".join(map(str, e.pids)))
+    row("CPU / RSS", (f"{e.cpu_percent:.0f}%" if e.cpu_percent is not None else "n/a")
+        + " / " + (f"{e.rss_bytes / 2**20:.0f} MiB" if e.rss_bytes is not None else "n/a"))
+    row("health", fmt.problem(e, now) or "ready")
+    row("health probe", fmt.staleness(e.health_freshness, now) or f"ok, {fmt.ago(now, e.health_freshness.updated_at)} ago")
+    row("metrics", fmt.staleness(e.metrics_freshness, now)
+        or f"ok, {fmt.ago(now, e.metrics_freshness.updated_at)} ago")
+    if e.missing:
+        row("not in payload", Text(", ".join(e.missing), style="yellow"))
+    if e.unmapped:
+        row("unmapped families", Text(f"{len(e.unmapped)} (see Raw metrics)", style="dim"))
+    inst = app.instances.get(e.name)
+    if inst is not None:
+        cfg = inst.config
+        if cfg.image:
+            row("image", cfg.image)
+        if cfg.command:
+            row("command", " ".join(fmt.mask_args(cfg.command)))
+        if cfg.extra_args:
+            row("launch args", " ".join(fmt.mask_args(cfg.extra_args)))
+        if cfg.env:
+            masked = mask_secrets(dict(cfg.env))
+            row("env", " ".join(f"{k}={v}" for k, v in masked.items()))
+        if cfg.api_key_env:
+            row("API key", f"from ${cfg.api_key_env} (value never shown)")
+        if cfg.model:
+            row("model (config)", cfg.model)
+    else:
+        row("launch args", Text("not known: this engine was not started by enginedeck", style="dim"))
+    if e.last_log_line:
+        row("last log line", e.last_log_line)
+    return t
+
+
+class EngineScreen(DeckScreen):
+    deck_name = "engine"
+    deck_title = "engine"
+
+    def __init__(self, engine: str) -> None:
+        super().__init__()
+        self.engine = engine
+        self.raw_filter = ""
+        self._raw_order: list[str] = []
+        self._raw_vals: dict[str, str] = {}
+        self._last_head = ""
+
+    def title_text(self) -> str:
+        return f"engine {short_name(self.engine)}"
+
+    def compose(self) -> ComposeResult:
+        yield TopBar()
+        yield Static(id="engine-head")
+        with TabbedContent(initial="charts", id="tabs"):
+            with TabPane("Charts", id="charts"), Grid(id="chart-grid"):
+                for metric, title, f, hi in CHARTS:
+                    c = Chart(title, f, hi=hi, id=f"chart-{metric}", classes="chart")
+                    c.metric = metric
+                    c.can_focus = True
+                    yield c
+            with TabPane("Raw metrics", id="raw"), Vertical():
+                yield Input(placeholder="filter raw series (name or label)", id="raw-filter")
+                yield Static(id="raw-count")
+                raw: DataTable[Text] = DataTable(id="raw-table", cursor_type="row")
+                yield raw
+            with TabPane("Identity", id="identity"):
+                yield Static(id="identity-text")
+            with TabPane("Logs", id="logs"):
+                yield Static(id="logs-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        t = self.query_one("#raw-table", DataTable)
+        t.add_column("series", key="series", width=70)
+        t.add_column("value", key="value", width=14)
+        t.add_column("kind", key="kind", width=10)
+        logs = Text("Logs: ", style="bold")
+        logs.append(
+            "engine logs come from console/lifecycle (docker logs / process output). This console was started "
+            "without engine control, so there are no logs to show here."
+        )
+        self.query_one("#logs-text", Static).update(logs)
+
+    def _snap(self, fleet: FleetSnapshot) -> EngineSnapshot | None:
+        return fleet.engine(self.engine)
+
+    def show_fleet(self, fleet: FleetSnapshot) -> None:
+        e = self._snap(fleet)
+        now = self.deck.clock()
+        head = Text()
+        if e is None:
+            head.append(f"{self.engine}: no longer in the fleet", style="yellow")
+            self.query_one("#engine-head", Static).update(head)
+            return
+        head.append(short_name(e.name), style="bold")
+        head.append("  ")
+        head.append_text(fmt.phase(e))
+        prob = fmt.problem(e, now)
+        if prob:
+            head.append("  " + prob, style="yellow")
+        if e.identity.models:
+            head.append("  " + e.identity.models[0], style="dim")
+        if head.markup != self._last_head:
+            self._last_head = head.markup
+            self.query_one("#engine-head", Static).update(head)
+        tab = self.query_one("#tabs", TabbedContent).active
+        if tab == "charts":
+            self._show_charts(e)
+        elif tab == "raw":
+            self._show_raw(e)
+        elif tab == "identity":
+            self.query_one("#identity-text", Static).update(identity_table(e, self.deck, now))
+
+    def _show_charts(self, e: EngineSnapshot) -> None:
+        src = self.deck.source
+        if src is None:
+            return
+        for c in self.query(Chart):
+            width = max(8, c.size.width)
+            c.set_values(src.history.values((e.name, c.metric), last=width))
+
+    def _show_raw(self, e: EngineSnapshot) -> None:
+        table: DataTable[Text] = self.query_one("#raw-table", DataTable)
+        needle = self.raw_filter.lower()
+        rows = [(raw_key(r), r) for r in e.raw]
+        if needle:
+            rows = [(k, r) for k, r in rows if needle in k.lower()]
+        rows.sort(key=lambda kr: kr[0])
+        order = [k for k, _ in rows]
+        self.query_one("#raw-count", Static).update(
+            Text(f"{len(order)} of {len(e.raw)} raw series · {len(e.unmapped)} families not used by the profile",
+                 style="dim")
+            if e.raw else Text("no raw series: " + (fmt.staleness(e.metrics_freshness, self.deck.clock())
+                                                    or "the engine exported nothing yet"), style="yellow")
+        )
+        vals = {k: f"{r.value:.6g}" for k, r in rows}
+        if order != self._raw_order:
+            table.clear()
+            for k, r in rows:
+                table.add_row(Text(k), Text(vals[k], justify="right"), Text(r.kind, style="dim"), key=k)
+            self._raw_order = order
+            self._raw_vals = vals
+            return
+        for k in order:
+            if self._raw_vals.get(k) != vals[k]:
+                self._raw_vals[k] = vals[k]
+                table.update_cell(k, "value", Text(vals[k], justify="right"))
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self) -> None:
+        if self.deck.fleet is not None:
+            self.show_fleet(self.deck.fleet)
+
+    @on(Input.Changed, "#raw-filter")
+    def _raw_filter(self, event: Input.Changed) -> None:
+        self.raw_filter = event.value.strip()
+        if self.deck.fleet is not None:
+            self.show_fleet(self.deck.fleet)
+
+    def selected_engine(self) -> str | None:
+        return self.engine
+
+    def explain_target(self) -> tuple[str, str | None]:
+        focused = self.focused
+        if isinstance(focused, Chart):
+            return (focused.metric, self.engine)
+        return ("phase", self.engine)
+
+    def step_tab(self, step: int) -> None:
+        tabs = self.query_one("#tabs", TabbedContent)
+        i = TABS.index(tabs.active) if tabs.active in TABS else 0
+        tabs.active = TABS[(i + step) % len(TABS)]
+
+    def focus_raw_filter(self) -> None:
+        self.query_one("#tabs", TabbedContent).active = "raw"
+        self.query_one("#raw-filter", Input).focus()
+
+    def deck_back(self) -> bool:
+        inp = self.query_one("#raw-filter", Input)
+        if inp.has_focus:
+            inp.value = ""
+            self.query_one("#raw-table", DataTable).focus()
+            return True
+        return False
+
+
+def _screen(app: Any, target: str | None) -> EngineScreen:
+    assert target is not None
+    return EngineScreen(target)
+
+
+def _on_engine(fn: Callable[[EngineScreen], None]) -> Callable[[Any], None]:
+    def handler(app: Any) -> None:
+        if isinstance(app.screen, EngineScreen):
+            fn(app.screen)
+
+    return handler
+
+
+ACTIONS: Sequence[Action] = (
+    Action("next_tab", "right_square_bracket", "Next tab", "Engine detail", _on_engine(lambda s: s.step_tab(1)),
+           screens=("engine",), short="tab", key_display="[ ]"),
+    Action("prev_tab", "left_square_bracket", "Previous tab", "Engine detail",
+           _on_engine(lambda s: s.step_tab(-1)), screens=("engine",), footer=False),
+    Action("raw_filter", "slash", "Filter raw metrics", "Engine detail", _on_engine(lambda s: s.focus_raw_filter()),
+           screens=("engine",), short="filter"),
+)
+
+register_screen(ScreenSpec("engine", "Engine detail", _screen, tuple(ACTIONS), needs_engine=True))

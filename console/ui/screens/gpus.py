@@ -1,0 +1,170 @@
+"""GPUs: every GPU with history for the selected one, and its processes attributed to engines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Grid
+from textual.widgets import DataTable, Footer, Static
+
+from console.model import FleetSnapshot, GpuSnapshot
+from console.ui import format as fmt
+from console.ui.actions import Action
+from console.ui.screens import ScreenSpec, register_screen
+from console.ui.screens.base import DeckScreen, TopBar
+from console.ui.screens.overview import GPU_COLUMNS, gpu_cells, gpu_title, short_name
+from console.ui.widgets.chart import Chart
+
+GPU_CHARTS = (
+    ("util", "utilisation", lambda v: fmt.unit(v, "%").plain, 100.0, "gpu_util"),
+    ("mem_used", "HBM used", lambda v: "n/a" if fmt.is_missing(v) else f"{v / fmt.GIB:.1f} GiB", None, "gpu_mem"),
+    ("power", "power", lambda v: fmt.unit(v, " W").plain, None, "gpu_power"),
+    ("temperature", "temperature", lambda v: fmt.unit(v, "°C").plain, None, "gpu_temp"),
+)
+
+
+class GpuScreen(DeckScreen):
+    deck_name = "gpus"
+    deck_title = "GPUs"
+
+    def __init__(self, selected: str | None) -> None:
+        super().__init__()
+        self.selected = selected
+        self._order: list[str] = []
+        self._cells: dict[str, list[tuple[str, str]]] = {}
+        self._proc_sig: list[list[str]] = []
+
+    def compose(self) -> ComposeResult:
+        yield TopBar()
+        yield Static(id="gpu-title")
+        t: DataTable[Text] = DataTable(id="gpus", cursor_type="cell")
+        yield t
+        yield Static(id="gpu-sel")
+        with Grid(id="gpu-charts"):
+            for key, title, f, hi, metric in GPU_CHARTS:
+                c = Chart(title, f, hi=hi, id=f"gchart-{key}", classes="chart")
+                c.metric = metric
+                yield c
+        p: DataTable[Text] = DataTable(id="procs", cursor_type="row")
+        yield p
+        yield Footer()
+
+    def on_mount(self) -> None:
+        t = self.query_one("#gpus", DataTable)
+        for key, label, width, _ in GPU_COLUMNS:
+            t.add_column(label, key=key, width=width)
+        p = self.query_one("#procs", DataTable)
+        for key, label, width in (("pid", "PID", 8), ("name", "process", 24), ("used", "HBM", 10),
+                                  ("container", "container", 16), ("engine", "engine", 18)):
+            p.add_column(label, key=key, width=width)
+        t.focus()
+
+    def _current(self, fleet: FleetSnapshot) -> GpuSnapshot | None:
+        if not fleet.gpus.gpus:
+            return None
+        t = self.query_one("#gpus", DataTable)
+        if self._order and t.row_count:
+            key = self._order[min(t.cursor_coordinate.row, len(self._order) - 1)]
+        else:
+            key = self.selected or str(fleet.gpus.gpus[0].index)
+        return next((g for g in fleet.gpus.gpus if str(g.index) == key), fleet.gpus.gpus[0])
+
+    def show_fleet(self, fleet: FleetSnapshot) -> None:
+        now = self.deck.clock()
+        self.query_one("#gpu-title", Static).update(gpu_title(fleet.gpus, now))
+        table: DataTable[Text] = self.query_one("#gpus", DataTable)
+        engine_of = {i: e.name for e in fleet.engines for i in e.gpus}
+        rows = {str(g.index): gpu_cells(g, engine_of) for g in fleet.gpus.gpus}
+        order = list(rows)
+        if order != self._order:
+            table.clear()
+            for k in order:
+                table.add_row(*rows[k], key=k)
+            self._order = order
+            self._cells = {k: [(c.plain, c.markup) for c in rows[k]] for k in order}
+            if self.selected in order:
+                table.move_cursor(row=order.index(self.selected), animate=False)
+        else:
+            for k in order:
+                for i, c in enumerate(rows[k]):
+                    sig = (c.plain, c.markup)
+                    if self._cells[k][i] != sig:
+                        self._cells[k][i] = sig
+                        table.update_cell(k, GPU_COLUMNS[i][0], c)
+        self._show_selected(fleet)
+
+    def _show_selected(self, fleet: FleetSnapshot) -> None:
+        g = self._current(fleet)
+        sel = self.query_one("#gpu-sel", Static)
+        procs: DataTable[Text] = self.query_one("#procs", DataTable)
+        if g is None:
+            sel.update(Text("no GPU to show: " + (fleet.gpus.unavailable_reason or "none found"), style="yellow"))
+            procs.clear()
+            return
+        head = Text(f"GPU {g.index} ", style="bold")
+        head.append(g.name)
+        head.append(f"  {g.uuid}", style="dim")
+        if g.sm_clock_mhz is not None:
+            head.append(f"  SM {g.sm_clock_mhz} MHz")
+        if g.mem_clock_mhz is not None:
+            head.append(f"  mem {g.mem_clock_mhz} MHz")
+        if g.ecc_errors:
+            head.append(f"  ECC errors {g.ecc_errors}", style="bold red")
+        if g.xid_errors:
+            head.append("  XID " + ",".join(map(str, g.xid_errors)), style="bold red")
+        sel.update(head)
+        src = self.deck.source
+        if src is not None:
+            for key, *_ in GPU_CHARTS:
+                c = self.query_one(f"#gchart-{key}", Chart)
+                c.set_values(src.history.values((f"gpu:{g.index}", key), last=max(8, c.size.width)))
+        pids = {p: e.name for e in fleet.engines for p in e.pids}
+        rows: list[list[Text]] = []
+        for p in g.processes:
+            engine = p.engine or pids.get(p.pid)
+            rows.append([
+                Text(str(p.pid)),
+                Text(p.name or "?"),
+                Text(f"{p.used_bytes / fmt.GIB:.1f} GiB") if p.used_bytes is not None else fmt.na(),
+                Text(p.container or "-", style="dim" if not p.container else ""),
+                Text(short_name(engine)) if engine else Text("unattributed", style="yellow"),
+            ])
+        if not g.processes:
+            rows.append([Text("-"), Text("no compute processes reported", style="dim"), Text(""), Text(""), Text("")])
+        sig = [[c.markup for c in r] for r in rows]
+        if sig != self._proc_sig:
+            self._proc_sig = sig
+            procs.clear()
+            for r in rows:
+                procs.add_row(*r)
+
+    @on(DataTable.RowHighlighted, "#gpus")
+    def _row(self) -> None:
+        if self.deck.fleet is not None:
+            self._show_selected(self.deck.fleet)
+
+    def selected_engine(self) -> str | None:
+        fleet = self.deck.fleet
+        g = self._current(fleet) if fleet else None
+        if g is None or fleet is None:
+            return None
+        owners = [e.name for e in fleet.engines if g.index in e.gpus]
+        return owners[0] if owners else None
+
+    def explain_target(self) -> tuple[str, str | None]:
+        t = self.query_one("#gpus", DataTable)
+        col = min(t.cursor_coordinate.column, len(GPU_COLUMNS) - 1)
+        return (GPU_COLUMNS[col][3], self.selected_engine())
+
+
+def _screen(app: Any, target: str | None) -> GpuScreen:
+    return GpuScreen(target)
+
+
+ACTIONS: Sequence[Action] = ()
+
+register_screen(ScreenSpec("gpus", "GPUs", _screen, tuple(ACTIONS)))

@@ -1,0 +1,94 @@
+"""Pop-ups: help (generated from the action registry), explain-a-metric, and confirmation."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from console.profiles import EngineProfile
+from console.ui.actions import ActionRegistry, display_key
+from console.ui.explain import explain
+
+
+def help_table(registry: ActionRegistry, *, read_only: bool) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    table.add_column(style="dim")
+    for group, actions in registry.groups(read_only=read_only).items():
+        table.add_row(Text(group, style="bold underline"), "", "")
+        for a in actions:
+            where = "" if not a.screens else ", ".join(a.screens)
+            desc = a.description + (" (asks first)" if a.mutating else "")
+            table.add_row(display_key(a.keys), desc, where)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar = [Binding("escape,q,question_mark", "dismiss", "Close", show=False)]
+
+    def __init__(self, registry: ActionRegistry, *, read_only: bool) -> None:
+        super().__init__()
+        self.registry = registry
+        self.read_only = read_only
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box", classes="popup"):
+            note = Text("Keys (also in the command palette, ctrl+p). ", style="bold")
+            if self.read_only:
+                note.append("Read-only mode: engine control is disabled and not listed.", style="yellow")
+            note.append("\nCells: 'n/a' = not exported / no data yet (never 0) · '~' = few samples · "
+                        "'stale N s: why' = last collection failed N s ago", style="dim")
+            yield Static(note)
+            yield Static(help_table(self.registry, read_only=self.read_only), id="help-table")
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)
+
+
+class ExplainScreen(ModalScreen[None]):
+    BINDINGS: ClassVar = [Binding("escape,q,e", "dismiss", "Close", show=False)]
+
+    def __init__(self, metric: str, profile: EngineProfile | None, engine: str, *, simulated: bool) -> None:
+        super().__init__()
+        self.metric = metric
+        self.profile = profile
+        self.engine = engine
+        self.simulated = simulated
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="explain-box", classes="popup"):
+            yield Static(explain(self.metric, self.profile, engine_name=self.engine, simulated=self.simulated),
+                         id="explain-text")
+            yield Static(Text("esc to close", style="dim"))
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """y confirms; anything else (n, esc) cancels. The default is No."""
+
+    BINDINGS: ClassVar = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n,escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box", classes="popup"):
+            yield Static(Text(self.question, style="bold"))
+            yield Static(Text("y = yes   n / esc = no (default)", style="dim"))
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

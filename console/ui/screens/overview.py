@@ -1,0 +1,465 @@
+"""Overview: every engine in one table (sickest first), why the sick ones are sick, the GPUs and the host.
+
+Per refresh only the cells whose text changed are written (``update_cell``); the table is rebuilt
+only when the set or the order of rows changes (new engine, filter, sort).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Footer, Input, Static
+
+from console.model import EngineSnapshot, FleetSnapshot, GpuFleet, GpuSnapshot, HostSnapshot, ModelMetrics, Rates
+from console.ui import format as fmt
+from console.ui.actions import Action
+from console.ui.screens import ScreenSpec, register_screen
+from console.ui.screens.base import DeckScreen, TopBar
+from console.ui.widgets.chart import spark
+
+CellKey = tuple[str, str]
+
+
+def _rate(r: Rates) -> float | None:
+    return r.r5s
+
+
+def _m(e: EngineSnapshot) -> ModelMetrics:
+    return e.total if e.total is not None else ModelMetrics(model="")
+
+
+def _num(v: float | None, desc: bool = True) -> tuple[int, float]:
+    """Sort key: missing values last whatever the direction."""
+    if fmt.is_missing(v):
+        return (1, 0.0)
+    assert v is not None
+    return (0, -v if desc else v)
+
+
+def short_name(name: str) -> str:
+    return name.replace("http://", "").replace("https://", "")
+
+
+def engine_label(e: EngineSnapshot, profiles: dict[str, str]) -> Text:
+    disp = profiles.get(e.profile, e.profile)
+    t = Text(disp)
+    if e.identity.version:
+        t.append(" " + e.identity.version, style="dim")
+    return t
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    width: int
+    metric: str  # explain key
+    render: Callable[[EngineSnapshot, Any], Text]
+    sort: Callable[[EngineSnapshot], Any] | None = None
+    compact: bool = False  # shown in the compact layout too
+
+
+def _model(e: EngineSnapshot) -> Text:
+    name = e.identity.models[0] if e.identity.models else (e.total.model if e.total else "")
+    if not name:
+        return fmt.na()
+    return Text(name if len(name) <= 28 else "…" + name[-27:])
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("name", "engine", 14, "phase", lambda e, ctx: Text(short_name(e.name)), lambda e: e.name, True),
+    Column("kind", "type/version", 16, "phase", lambda e, ctx: engine_label(e, ctx.display)),
+    Column("model", "model", 22, "phase", lambda e, ctx: _model(e)),
+    Column("phase", "health", 13, "phase", lambda e, ctx: fmt.phase(e),
+           lambda e: (fmt.PHASE_SEVERITY.get(e.phase, 5), not e.metrics_freshness.stale, e.name), True),
+    Column("gpus", "GPUs", 5, "gpu_engine",
+           lambda e, ctx: Text(",".join(map(str, e.gpus))) if e.gpus else fmt.na()),
+    Column("running", "run", 4, "running", lambda e, ctx: fmt.count(_m(e).running),
+           lambda e: _num(_m(e).running), True),
+    Column("waiting", "wait", 4, "waiting", lambda e, ctx: fmt.count(_m(e).waiting),
+           lambda e: _num(_m(e).waiting), True),
+    Column("kv", "KV", 4, "kv_usage", lambda e, ctx: fmt.pct(_m(e).kv_usage), lambda e: _num(_m(e).kv_usage), True),
+    Column("prefix", "prefix", 6, "prefix_hit_rate", lambda e, ctx: fmt.pct(_m(e).prefix_hit_rate, warn=2, crit=2),
+           lambda e: _num(_m(e).prefix_hit_rate)),
+    Column("gen", "gen tok/s", 9, "generation_tps", lambda e, ctx: fmt.tps(_rate(_m(e).generation_tps)),
+           lambda e: _num(_rate(_m(e).generation_tps)), True),
+    Column("prompt", "prompt tok/s", 10, "prompt_tps", lambda e, ctx: fmt.tps(_rate(_m(e).prompt_tps)),
+           lambda e: _num(_rate(_m(e).prompt_tps))),
+    Column("ttft50", "TTFT p50", 8, "ttft_p50", lambda e, ctx: fmt.quantile(_m(e).ttft, "p50"),
+           lambda e: _num(_m(e).ttft.p50)),
+    Column("ttft99", "TTFT p99", 8, "ttft_p99", lambda e, ctx: fmt.quantile(_m(e).ttft, "p99"),
+           lambda e: _num(_m(e).ttft.p99), True),
+    Column("itl50", "ITL p50", 8, "itl_p50", lambda e, ctx: fmt.quantile(_m(e).itl, "p50"),
+           lambda e: _num(_m(e).itl.p50)),
+    Column("errors", "err/s", 6, "errors", lambda e, ctx: fmt.per_s(_rate(_m(e).error_rate)),
+           lambda e: _num(_rate(_m(e).error_rate)), True),
+)
+SORTABLE = [c for c in COLUMNS if c.sort is not None]
+
+GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
+    ("gpu", "GPU", 12, "gpu_util"),
+    ("util", "util", 4, "gpu_util"),
+    ("hbm", "HBM used/total", 19, "gpu_mem"),
+    ("temp", "temp", 5, "gpu_temp"),
+    ("power", "power", 10, "gpu_power"),
+    ("engine", "engine", 14, "gpu_engine"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    display: dict[str, str]
+
+
+def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
+    name = g.name.replace("NVIDIA ", "")
+    label = Text(f"{g.index} ")
+    label.append(name[:9], style="dim")
+    power = fmt.na()
+    if g.power_w is not None:
+        power = Text(f"{g.power_w:.0f}" + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "") + " W")
+    engines = g.engines or ((engine_of[g.index],) if g.index in engine_of else ())
+    owner = Text(", ".join(short_name(x) for x in engines)) if engines else Text("-", style="dim")
+    temp = fmt.unit(g.temperature_c, "°C")
+    if g.temperature_c is not None and g.temperature_c >= 85:
+        temp.stylize("bold red")
+    return [label, fmt.unit(g.util_percent, "%"), fmt.hbm(g.mem_used_bytes, g.mem_total_bytes), temp, power, owner]
+
+
+def gpu_title(gf: GpuFleet, now: float) -> Text:
+    t = Text("GPUs", style="bold")
+    if gf.source == "simulated":
+        t.append(" (simulated)", style="magenta")
+    if gf.driver_version:
+        t.append(f" · driver {gf.driver_version}", style="dim")
+    if gf.unavailable_reason:
+        t.append(f" · {gf.unavailable_reason}", style="yellow")
+    st = fmt.staleness(gf.freshness, now)
+    if st and st not in gf.unavailable_reason:
+        t.append(f" · {st}", style="yellow")
+    if not gf.gpus and not gf.unavailable_reason and not st:
+        t.append(" · none found", style="dim")
+    return t
+
+
+def host_line(h: HostSnapshot | None, now: float) -> Text:
+    if h is None:
+        return Text("host: no data yet", style="dim")
+    t = Text("host ", style="bold")
+    t.append(h.hostname or "?")
+    if h.cpu_percent is not None:
+        t.append(f" · CPU {h.cpu_percent:.0f}%" + (f" of {h.cpu_count} cores" if h.cpu_count else ""))
+    if h.mem_used_bytes is not None:
+        t.append(" · RAM ")
+        t.append_text(fmt.hbm(h.mem_used_bytes, h.mem_total_bytes))
+    if h.load_avg:
+        t.append(" · load " + " ".join(f"{x:.1f}" for x in h.load_avg))
+    st = fmt.staleness(h.freshness, now)
+    if st:
+        t.append(f" · {st}", style="yellow")
+    return t
+
+
+class OverviewScreen(DeckScreen):
+    deck_name = "overview"
+    deck_title = "overview"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sort_key = "phase"
+        self.sort_reverse = False
+        self.filter_text = ""
+        self._compact = False
+        self._row_order: list[str] = []
+        self._cells: dict[str, list[tuple[str, str]]] = {}
+        self._gpu_order: list[str] = []
+        self._gpu_cells: dict[str, list[tuple[str, str]]] = {}
+        self._texts: dict[str, str] = {}
+
+    # -- layout ------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(id="topbar")
+        yield Input(placeholder="filter engines (name, type, model, health) — enter keeps, esc clears",
+                    id="filter")
+        table: DataTable[Text] = DataTable(id="engines", cursor_type="cell", zebra_stripes=False)
+        yield table
+        yield Static(id="attention")
+        yield Static(id="sparks")
+        yield Static(id="gpu-title")
+        gtable: DataTable[Text] = DataTable(id="gpus", cursor_type="cell")
+        yield gtable
+        yield Static(id="host")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self._compact = self.deck.layout_name == "compact"
+        self._setup_columns()
+        gt = self.query_one("#gpus", DataTable)
+        for key, label, width, _ in GPU_COLUMNS:
+            gt.add_column(label, key=key, width=width)
+        self.query_one("#engines", DataTable).focus()
+
+    def layout_changed(self, name: str) -> None:
+        compact = name == "compact"
+        if compact != self._compact and self.is_mounted:
+            self._compact = compact
+            self._setup_columns()
+            if self.deck.fleet is not None:
+                self.show_fleet(self.deck.fleet)
+
+    def _columns(self) -> list[Column]:
+        return [c for c in COLUMNS if c.compact] if self._compact else list(COLUMNS)
+
+    def _setup_columns(self) -> None:
+        table = self.query_one("#engines", DataTable)
+        table.clear(columns=True)
+        self._row_order = []
+        self._cells = {}
+        for c in self._columns():
+            table.add_column(self._header(c), key=c.key, width=c.width)
+
+    def _header(self, c: Column) -> Text:
+        if c.key != self.sort_key:
+            return Text(c.label)
+        return Text(c.label + ("▲" if self.sort_reverse else "▼"), style="bold")
+
+    # -- data --------------------------------------------------------------------------------
+
+    def _visible(self, fleet: FleetSnapshot) -> list[EngineSnapshot]:
+        engines = list(fleet.engines)
+        if self.filter_text:
+            needle = self.filter_text.lower()
+            engines = [
+                e
+                for e in engines
+                if needle in " ".join((e.name, e.profile, e.phase.value, *e.identity.models)).lower()
+            ]
+        col = next((c for c in SORTABLE if c.key == self.sort_key), SORTABLE[0])
+        assert col.sort is not None
+        keyf = col.sort
+        engines.sort(key=lambda e: (keyf(e), e.name), reverse=self.sort_reverse)
+        return engines
+
+    def show_fleet(self, fleet: FleetSnapshot) -> None:
+        now = self.deck.clock()
+        self._show_engines(fleet, now)
+        self._set_text("attention", self._attention(fleet, now))
+        sparks = self.query_one("#sparks", Static)
+        if sparks.display:
+            sparks.update(self._sparks(fleet))
+        self._set_text("gpu-title", gpu_title(fleet.gpus, now))
+        self._show_gpus(fleet)
+        self._set_text("host", host_line(fleet.host, now))
+
+    def _set_text(self, wid: str, text: Text | Table) -> None:
+        key = text.markup if isinstance(text, Text) else repr(text)
+        if self._texts.get(wid) != key:
+            self._texts[wid] = key
+            self.query_one(f"#{wid}", Static).update(text)
+
+    def _show_engines(self, fleet: FleetSnapshot, now: float) -> None:
+        table: DataTable[Text] = self.query_one("#engines", DataTable)
+        engines = self._visible(fleet)
+        cols = self._columns()
+        ctx = _Ctx({n: p.display_name for n, p in self.deck.profiles.items()})
+        rows: dict[str, list[Text]] = {}
+        for e in engines:
+            cells = [c.render(e, ctx) for c in cols]
+            if e.metrics_freshness.stale or not e.reachable:
+                # Last known values, not live ones: dim them (the health cell says why).
+                for c, t in zip(cols, cells, strict=True):
+                    if c.key not in ("name", "phase"):
+                        t.stylize("dim")
+            rows[e.name] = cells
+        order = [e.name for e in engines]
+        if order != self._row_order:
+            selected = self.selected_engine()
+            col = table.cursor_coordinate.column
+            table.clear()
+            for name in order:
+                table.add_row(*rows[name], key=name)
+            self._row_order = order
+            self._cells = {n: [(t.plain, t.markup) for t in rows[n]] for n in order}
+            if selected in order:
+                table.move_cursor(row=order.index(selected), column=col, animate=False)
+            if not order:
+                self._set_text("attention", Text("no engine matches the filter", style="yellow"))
+            return
+        for name in order:
+            new = rows[name]
+            old = self._cells[name]
+            for i, (c, t) in enumerate(zip(cols, new, strict=True)):
+                sig = (t.plain, t.markup)
+                if old[i] != sig:
+                    old[i] = sig
+                    table.update_cell(name, c.key, t)
+
+    def _attention(self, fleet: FleetSnapshot, now: float) -> Text:
+        if not fleet.engines:
+            return Text("no engines yet: waiting for the first collection", style="dim")
+        sick = [e for e in fleet.engines if fmt.is_sick(e)]
+        if not sick:
+            return Text(f"✓ all {len(fleet.engines)} engines ready, metrics fresh", style="green")
+        sick.sort(key=lambda e: (fmt.PHASE_SEVERITY.get(e.phase, 5), e.name))
+        limit = 2 if self._compact else 4
+        t = Text()
+        for i, e in enumerate(sick[:limit]):
+            if i:
+                t.append("\n")
+            glyph = fmt.phase(e)
+            t.append(glyph.plain.split(" ")[0] + " ", style=glyph.style)
+            t.append(short_name(e.name), style="bold")
+            t.append(" " + fmt.problem(e, now))
+        if len(sick) > limit:
+            t.append(f"\n… and {len(sick) - limit} more (sort by health: s)", style="dim")
+        return t
+
+    def _sparks(self, fleet: FleetSnapshot) -> Table:
+        src = self.deck.source
+        width = max(8, (self.size.width - 24) // 4 - 12)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=18, no_wrap=True)
+        for _ in range(4):
+            grid.add_column(no_wrap=True)
+        series = (("generation_tps", "gen", None), ("kv_usage", "KV", 1.0), ("waiting", "wait", None),
+                  ("ttft_p99", "ttft99", None))
+        for e in fleet.engines[:8]:
+            row: list[Text | str] = [Text(short_name(e.name)[:18], style="bold")]
+            for metric, label, hi in series:
+                vals = src.history.values((e.name, metric), last=width) if src is not None else []
+                t = Text(f"{label} ", style="dim")
+                t.append(spark(vals, width, hi=hi), style="cyan")
+                row.append(t)
+            grid.add_row(*row)
+        return grid
+
+    def _show_gpus(self, fleet: FleetSnapshot) -> None:
+        table: DataTable[Text] = self.query_one("#gpus", DataTable)
+        engine_of = {i: e.name for e in fleet.engines for i in e.gpus}
+        rows = {str(g.index): gpu_cells(g, engine_of) for g in fleet.gpus.gpus}
+        order = list(rows)
+        if order != self._gpu_order:
+            table.clear()
+            for k in order:
+                table.add_row(*rows[k], key=k)
+            self._gpu_order = order
+            self._gpu_cells = {k: [(t.plain, t.markup) for t in rows[k]] for k in order}
+            return
+        for k in order:
+            old = self._gpu_cells[k]
+            for i, t in enumerate(rows[k]):
+                sig = (t.plain, t.markup)
+                if old[i] != sig:
+                    old[i] = sig
+                    table.update_cell(k, GPU_COLUMNS[i][0], t)
+
+    # -- interaction -------------------------------------------------------------------------
+
+    def selected_engine(self) -> str | None:
+        table = self.query_one("#engines", DataTable)
+        if not self._row_order or table.row_count == 0:
+            return None
+        row = min(table.cursor_coordinate.row, len(self._row_order) - 1)
+        return self._row_order[row]
+
+    def explain_target(self) -> tuple[str, str | None]:
+        gt = self.query_one("#gpus", DataTable)
+        if gt.has_focus:
+            return (GPU_COLUMNS[min(gt.cursor_coordinate.column, len(GPU_COLUMNS) - 1)][3], self.selected_engine())
+        table = self.query_one("#engines", DataTable)
+        cols = self._columns()
+        col = cols[min(table.cursor_coordinate.column, len(cols) - 1)]
+        return (col.metric, self.selected_engine())
+
+    def cycle_sort(self, reverse: bool = False) -> None:
+        if reverse:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            keys = [c.key for c in SORTABLE]
+            if self._compact:
+                visible = {c.key for c in self._columns()}
+                keys = [k for k in keys if k in visible]
+            i = keys.index(self.sort_key) if self.sort_key in keys else -1
+            self.sort_key = keys[(i + 1) % len(keys)]
+            self.sort_reverse = False
+        table = self.query_one("#engines", DataTable)
+        for c in self._columns():
+            table.columns[c.key].label = self._header(c)  # type: ignore[index]
+        table.refresh()
+        self._row_order = []  # force a re-order
+        if self.deck.fleet is not None:
+            self.show_fleet(self.deck.fleet)
+        label = next(c.label for c in COLUMNS if c.key == self.sort_key)
+        self.notify(f"sorted by {label}" + (" (reversed)" if self.sort_reverse else ""), timeout=2)
+
+    def open_filter(self) -> None:
+        inp = self.query_one("#filter", Input)
+        inp.display = True
+        inp.focus()
+
+    def deck_back(self) -> bool:
+        inp = self.query_one("#filter", Input)
+        if inp.display:
+            inp.value = ""
+            inp.display = False
+            self.query_one("#engines", DataTable).focus()
+            return True
+        return False
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        if self.deck.fleet is not None:
+            self.show_fleet(self.deck.fleet)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        if not event.value.strip():
+            event.input.display = False
+        self.query_one("#engines", DataTable).focus()
+
+    @on(DataTable.CellSelected, "#engines")
+    async def _open_engine(self, event: DataTable.CellSelected) -> None:
+        await self.deck.show_screen("engine", str(event.cell_key.row_key.value))
+
+    @on(DataTable.CellSelected, "#gpus")
+    async def _open_gpus(self, event: DataTable.CellSelected) -> None:
+        await self.deck.show_screen("gpus", str(event.cell_key.row_key.value))
+
+
+def _screen(app: Any, target: str | None) -> OverviewScreen:
+    return OverviewScreen()
+
+
+def _on_overview(fn: Callable[[OverviewScreen], None]) -> Callable[[Any], None]:
+    def handler(app: Any) -> None:
+        if isinstance(app.screen, OverviewScreen):
+            fn(app.screen)
+
+    return handler
+
+
+async def _open(app: Any) -> None:
+    await app.show_screen("engine")
+
+
+ACTIONS: Sequence[Action] = (
+    Action("open", "enter", "Open engine detail (charts, raw metrics, identity)", "Overview", _open,
+           screens=("overview",), footer=True, key_display="⏎", short="detail"),
+    Action("sort", "s", "Sort by next column", "Overview", _on_overview(lambda s: s.cycle_sort()),
+           screens=("overview",), short="sort"),
+    Action("sort_reverse", "S", "Reverse sort order", "Overview", _on_overview(lambda s: s.cycle_sort(True)),
+           screens=("overview",), footer=False),
+    Action("filter", "slash", "Filter engines", "Overview", _on_overview(lambda s: s.open_filter()),
+           screens=("overview",), short="filter"),
+)
+
+register_screen(ScreenSpec("overview", "Overview", _screen, tuple(ACTIONS)))

@@ -1,0 +1,110 @@
+"""Text charts from history: a one-line sparkline and a small multi-row block chart.
+
+NaN (no data at that time) is drawn as a gap, never as 0. Rendering is plain string work, cheap
+enough to redo every refresh for the few charts on screen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from rich.text import Text
+from textual.widget import Widget
+
+_BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [v for v in values if not math.isnan(v)]
+
+
+def spark(values: Sequence[float], width: int, *, hi: float | None = None) -> str:
+    """One-line sparkline of the last ``width`` values, scaled 0..max (or 0..hi)."""
+    vals = list(values)[-width:]
+    fin = _finite(vals)
+    top = hi if hi is not None else (max(fin) if fin else 0.0)
+    chars = []
+    for v in vals:
+        if math.isnan(v):
+            chars.append(" ")
+        elif top <= 0:
+            chars.append("▁")
+        else:
+            chars.append(_BLOCKS[max(1, min(8, round(8 * v / top)))])
+    return "".join(chars).rjust(width)
+
+
+def block_chart(values: Sequence[float], width: int, height: int, *, hi: float | None = None) -> list[str]:
+    """``height`` rows of eighth-blocks, newest value at the right edge."""
+    vals = list(values)[-width:]
+    fin = _finite(vals)
+    top = hi if hi is not None else (max(fin) if fin else 0.0)
+    levels: list[int | None] = []
+    for v in vals:
+        if math.isnan(v):
+            levels.append(None)
+        elif top <= 0:
+            levels.append(0)
+        else:
+            levels.append(max(1 if v > 0 else 0, min(8 * height, round(8 * height * v / top))))
+    rows = []
+    for r in range(height - 1, -1, -1):
+        line = []
+        for lv in levels:
+            if lv is None:
+                line.append("·" if r == 0 else " ")
+                continue
+            fill = lv - 8 * r
+            line.append(_BLOCKS[max(0, min(8, fill))] if fill > 0 else ("▁" if r == 0 and lv == 0 else " "))
+        rows.append("".join(line).rjust(width))
+    return rows
+
+
+class Chart(Widget):
+    """A titled history chart: 'title  now X  max Y' over a block chart filling the widget."""
+
+    DEFAULT_CSS = """
+    Chart { height: 4; }
+    """
+
+    def __init__(
+        self,
+        title: str,
+        formatter: Callable[[float | None], str],
+        *,
+        hi: float | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.title = title
+        self.formatter = formatter
+        self.hi = hi
+        self._values: list[float] = []
+        self.metric = ""  # explain key, set by the owner
+
+    def set_values(self, values: list[float]) -> None:
+        if values != self._values:
+            self._values = values
+            self.refresh()
+
+    def render(self) -> Text:
+        width = max(4, self.size.width)
+        height = max(1, self.size.height - 1)
+        vals = self._values[-width:]
+        fin = _finite(vals)
+        now = None if not vals or math.isnan(vals[-1]) else vals[-1]
+        head = Text(self.title, style="bold")
+        head.append(f"  now {self.formatter(now)}")
+        if fin:
+            head.append(f"  max {self.formatter(max(fin))}", style="dim")
+        if not vals:
+            head.append("  (no history yet)", style="dim")
+        head.truncate(width)
+        out = Text()
+        out.append_text(head)
+        for row in block_chart(vals, width, height, hi=self.hi):
+            out.append("\n")
+            out.append(row, style="cyan")
+        return out
