@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import psutil
 
-from console.model import GpuFleet, GpuProcess
+from console.model import EngineSnapshot, GpuFleet, GpuProcess
 
 CgroupReader = Callable[[int], str | None]
 ParentLookup = Callable[[int], int | None]
@@ -215,6 +215,23 @@ def attribute(
 ) -> GpuFleet:
     """A copy of ``fleet`` with ``GpuProcess.container`` (full id) and ``.engine`` filled where known."""
     return Attributor(engines, cgroup_text=cgroup_text, parent_of=parent_of).fleet(fleet)
+
+
+def attribute_fleet(
+    fleet: GpuFleet,
+    engines: Mapping[str, EngineSnapshot],
+    *,
+    container_ids: Mapping[str, Iterable[str]] | None = None,
+    cgroup_text: CgroupReader = read_cgroup,
+    parent_of: ParentLookup = parent_pid,
+) -> GpuFleet:
+    """``attribute`` with locators built from engine snapshots (their ``pids``), plus container ids
+    per engine name where the lifecycle layer knows them."""
+    ids = container_ids or {}
+    names = set(engines) | set(ids)
+    locators = {n: EngineLocator.of(engines[n].pids if n in engines else (), ids.get(n, ())) for n in sorted(names)}
+    locators = {n: loc for n, loc in locators.items() if loc.pids or loc.container_ids}
+    return attribute(fleet, locators, cgroup_text=cgroup_text, parent_of=parent_of)
 
 
 def engine_gpus(fleet: GpuFleet) -> dict[str, tuple[int, ...]]:

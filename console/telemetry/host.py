@@ -178,3 +178,7 @@ class HostCollector:
                 alive = False
             if not alive:
                 del self._procs[pid]
+
+
+# The name the hub uses for the host collector.
+HostSource = HostCollector

@@ -16,6 +16,7 @@ A stopped, failed or unreachable engine's GPUs drop to idle and free its memory.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -116,6 +117,13 @@ class SimGpuSource:
         self._last_at: float | None = None
         self._activation_peak: dict[str, float] = {}  # engine -> high-water load since it became ready
 
+    def adopt_state(self, other: SimGpuSource) -> None:
+        """Carry temperatures and allocator high-water marks over from ``other`` (same GPU count)."""
+        if other.gpu_count == self.gpu_count:
+            self._temps = list(other._temps)
+        self._last_at = other._last_at
+        self._activation_peak = {k: v for k, v in other._activation_peak.items() if k in self.placements}
+
     def update(self, engines: Iterable[EngineSnapshot], now: float | None = None) -> GpuFleet:
         """The fleet for this tick. Engines without a placement are ignored; placed engines missing
         from ``engines`` count as stopped."""
@@ -206,3 +214,71 @@ class SimGpuSource:
             processes=procs,
             simulated=True,
         )
+
+
+_PARAMS = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
+
+
+def weights_from_model(model: str, default: int = 16 * GiB) -> int:
+    """bf16 weight bytes guessed from a model name ("Llama-3.1-8B-Instruct" -> 16 GB); else ``default``."""
+    m = _PARAMS.search(model.rsplit("/", 1)[-1])
+    if m is None:
+        return default
+    return int(float(m.group(1)) * 1e9 * 2)
+
+
+class SimulatedGpus:
+    """What the hub drives in ``gpu_source = "simulated"`` mode: ``step(now, engines)`` each tick.
+
+    Engines with an explicit assignment (instance ``gpus = [..]``) use it; the others are placed on
+    first sight on the next free GPUs (TP=2 while two are free, else TP=1, else shared round-robin),
+    in the order the hub lists them, so the same fleet always lands the same way.
+    """
+
+    def __init__(
+        self,
+        gpu_count: int = 8,
+        assignment: Mapping[str, tuple[int, ...]] | None = None,
+        *,
+        spec: SimGpuSpec = SimGpuSpec(),
+        auto_tp: int = 2,
+    ) -> None:
+        self.gpu_count = gpu_count
+        self._assignment = {k: tuple(v) for k, v in (assignment or {}).items() if v}
+        self._auto_tp = max(1, auto_tp)
+        self._spec = spec
+        self._source: SimGpuSource | None = None
+        self._placements: dict[str, SimPlacement] = {}
+        self._next_shared = 0
+
+    @property
+    def placements(self) -> dict[str, SimPlacement]:
+        return dict(self._placements)
+
+    def step(self, now: float, engines: Sequence[EngineSnapshot]) -> GpuFleet:
+        changed = False
+        for e in engines:
+            if e.name not in self._placements:
+                self._placements[e.name] = self._place(e)
+                changed = True
+        if self._source is None or changed:
+            previous = self._source
+            self._source = SimGpuSource(self._placements, gpu_count=self.gpu_count, spec=self._spec)
+            if previous is not None:  # keep temperatures and allocator state across re-placement
+                self._source.adopt_state(previous)
+        return self._source.update(engines, now=now)
+
+    def _place(self, e: EngineSnapshot) -> SimPlacement:
+        model = e.identity.models[0] if e.identity.models else (e.total.model if e.total is not None else "")
+        weights = weights_from_model(model)
+        if e.name in self._assignment:
+            gpus = tuple(g % self.gpu_count for g in self._assignment[e.name])
+            return SimPlacement(gpus=gpus, weights_bytes=weights)
+        used = {g for p in self._placements.values() for g in p.gpus}
+        free = [g for g in range(self.gpu_count) if g not in used]
+        for tp in (self._auto_tp, 1):
+            if len(free) >= tp:
+                return SimPlacement(gpus=tuple(free[:tp]), weights_bytes=weights)
+        gpu = self._next_shared % self.gpu_count
+        self._next_shared += 1
+        return SimPlacement(gpus=(gpu,), weights_bytes=weights)

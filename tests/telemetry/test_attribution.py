@@ -11,11 +11,12 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from console.model import GpuFleet, GpuProcess, GpuSnapshot
+from console.model import EngineSnapshot, GpuFleet, GpuProcess, GpuSnapshot
 from console.telemetry.attribution import (
     ContainerRef,
     EngineLocator,
     attribute,
+    attribute_fleet,
     container_matches,
     engine_gpu_memory,
     engine_gpus,
@@ -215,3 +216,22 @@ def test_pids_in_container_scans_cgroups() -> None:
     assert pids_in_container(C, pids=[1, 10], cgroup_text=cgroups.get) == ()
     # and the real /proc scan runs here without error (this host has no docker container of that id)
     assert pids_in_container(D) == ()
+
+
+def test_attribute_fleet_from_engine_snapshots(engine_tree: tuple[int, list[int]]) -> None:
+    root, kids = engine_tree
+    snaps = {
+        "native": EngineSnapshot(
+            name="native", profile="llamacpp", url="http://127.0.0.1:1", taken_at=0.0, pids=(root,)
+        ),
+        "docker": EngineSnapshot(name="docker", profile="vllm", url="http://127.0.0.1:2", taken_at=0.0),
+    }
+    fleet = GpuFleet(gpus=(gpu(0, GpuProcess(kids[0], 1), GpuProcess(900001, 2)),))
+    cgroups = {900001: V2_DOCKER}
+
+    def cg(pid: int) -> str | None:
+        return cgroups.get(pid, read_cgroup(pid))
+
+    out = attribute_fleet(fleet, snaps, container_ids={"docker": [B[:12]]}, cgroup_text=cg)
+    assert [(p.pid, p.engine) for p in out.gpus[0].processes] == [(kids[0], "native"), (900001, "docker")]
+    assert out.gpus[0].processes[1].container == B

@@ -7,7 +7,15 @@ import itertools
 import pytest
 
 from console.model import EngineSnapshot, GpuFleet, ModelMetrics, Phase, Rates
-from console.telemetry.simgpu import GiB, SimGpuSource, SimGpuSpec, SimPlacement, default_placements
+from console.telemetry.simgpu import (
+    GiB,
+    SimGpuSource,
+    SimGpuSpec,
+    SimPlacement,
+    SimulatedGpus,
+    default_placements,
+    weights_from_model,
+)
 
 NAMES = ["vllm-a", "sglang-b", "trtllm-c", "tgi-d"]
 
@@ -171,3 +179,33 @@ def test_bad_placement_is_rejected() -> None:
         SimGpuSource({"x": SimPlacement(gpus=(8,))}, gpu_count=8)
     with pytest.raises(ValueError, match="outside"):
         SimGpuSource({"x": SimPlacement(gpus=())}, gpu_count=8)
+
+
+def test_weights_from_model_name() -> None:
+    assert weights_from_model("meta-llama/Llama-3.1-8B-Instruct") == 16_000_000_000
+    assert weights_from_model("Qwen/Qwen2.5-0.5B-Instruct") == 1_000_000_000
+    assert weights_from_model("Meta-Llama-3-70B") == 140_000_000_000
+    assert weights_from_model("sim-model", default=5) == 5
+
+
+def test_hub_adapter_places_engines_and_follows_them() -> None:
+    sim = SimulatedGpus(8, {"tgi-d": (7,)})
+    engines = [engine(n) for n in NAMES]
+    fleet = sim.step(0.0, engines)
+    assert {n: p.gpus for n, p in sim.placements.items()} == {
+        "vllm-a": (0, 1),
+        "sglang-b": (2, 3),
+        "trtllm-c": (4, 5),
+        "tgi-d": (7,),  # explicit assignment wins
+    }
+    assert fleet.gpus[6].processes == () and fleet.gpus[6].mem_used_bytes == 0
+    busy = [engine("vllm-a", running=100, tps=5000.0, kv=0.7), *engines[1:]]
+    hot = sim.step(10.0, busy)
+    assert hot.gpus[0].util_percent is not None and hot.gpus[0].util_percent > 80.0
+    # a late engine is placed on what is left, and earlier state (temperature) carries over
+    late = engine("extra-e", pids=(77,))
+    after = sim.step(20.0, [*busy, late])
+    assert sim.placements["extra-e"].gpus == (6,)
+    assert after.gpus[6].engines == ("extra-e",)
+    assert after.gpus[0].temperature_c is not None and hot.gpus[0].temperature_c is not None
+    assert after.gpus[0].temperature_c > hot.gpus[0].temperature_c
