@@ -1,0 +1,365 @@
+"""The engine comparison benchmark: readiness, A/B order, levels, repeats, and the result document.
+
+Protocol (benchmarking.md 6.5 item 4): identical seeded prompts for every engine (prompts differ
+between levels and repeats so one level cannot warm the prefix cache of the next, but are the same
+for A and B at the same level and repeat), same sampling parameters, engines run one after the
+other in ABBA order (A B, B A, A B, ...), each run going through the levels in ascending order.
+Per level and engine the repeats are combined as median and min-max; the table shows B/A.
+
+The load itself runs in a child process (``run_in_subprocess``) so a UI or a terminal never
+distorts the timings; progress comes back over a queue at most 10 times a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import math
+import multiprocessing as mp
+import os
+import platform
+import queue as _queue
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.client.aggregate import record_dict, summarize
+from console.client.gpu import GpuSampler, default_collect
+from console.client.http import HTTPClient, HTTPError
+from console.client.loadgen import LevelRaw, LevelSpec, ProgressFn, Target, run_level
+from console.client.stream import EndpointKind, GenParams, length_mode, list_models
+from console.client.workloads import WorkloadSpec, generate
+from console.profiles import EngineProfile
+
+SCHEMA = "enginedeck.bench/1"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class EngineTarget:
+    """Picklable description of one engine for the child process (secrets stay in the env)."""
+
+    name: str
+    profile: EngineProfile
+    url: str
+    api_key_env: str | None = None
+    model: str | None = None
+    gpus: tuple[int, ...] = ()
+
+    @property
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    engines: tuple[EngineTarget, ...]
+    levels: tuple[LevelSpec, ...]
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    params: GenParams = field(default_factory=lambda: GenParams(max_tokens=64, fixed_length=True))
+    repeats: int = 1
+    seed: int = 0
+    slo: dict[str, float] = field(default_factory=dict)
+    endpoint: EndpointKind = "completions"
+    scrape_metrics: bool = True
+    gpu: bool = True
+    keep_events: bool = True
+    request_timeout: float = 600.0
+
+
+def run_order(n_engines: int, repeats: int) -> list[tuple[int, int]]:
+    """(engine index, repeat) in ABBA order: forward on even repeats, backward on odd ones."""
+    out: list[tuple[int, int]] = []
+    for r in range(repeats):
+        idx = range(n_engines) if r % 2 == 0 else range(n_engines - 1, -1, -1)
+        out.extend((i, r) for i in idx)
+    return out
+
+
+async def check_ready(engines: Sequence[EngineTarget], *, timeout: float = 5.0) -> list[str]:
+    """GET {base}/models on every engine; returns the model each will be asked for.
+
+    Raises ``HTTPError`` with a one-line reason naming the engine that is not ready.
+    """
+    models: list[str] = []
+    for e in engines:
+        client = HTTPClient(e.url, connect_timeout=timeout)
+        try:
+            ids = await list_models(client, e.profile.api, e.api_key, timeout=timeout)
+        except HTTPError as exc:
+            raise HTTPError(f"engine {e.name} ({e.url}) is not ready: {exc}") from None
+        finally:
+            client.close()
+        if e.model and e.model not in ids and e.profile.name != "tgi":  # TGI ignores the model field
+            raise HTTPError(f"engine {e.name} does not serve model {e.model!r} (it serves: {', '.join(ids)})")
+        models.append(e.model or ids[0])
+    return models
+
+
+def _install_fast_loop() -> None:
+    try:
+        import uvloop  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Run every (engine, repeat) in ABBA order; returns the result document (JSON-ready)."""
+    started = _dt.datetime.now(_dt.UTC)
+    runs: list[dict[str, Any]] = []
+    raw_by_key: dict[tuple[int, int, int], LevelRaw] = {}
+    collect = default_collect() if cfg.gpu else None
+    order = run_order(len(cfg.engines), cfg.repeats)
+    for pos, (ei, rep) in enumerate(order):
+        e = cfg.engines[ei]
+        target = Target(e.name, e.profile, e.url, models[ei], e.api_key, cfg.endpoint)
+        if progress:
+            progress({"type": "run_start", "engine": e.name, "repeat": rep, "position": pos, "of": len(order)})
+        levels_out = []
+        for li, spec in enumerate(cfg.levels):
+            warm = spec.warmup_count
+            prompts = generate(cfg.workload, warm + spec.num_prompts, cfg.seed, tag=f"L{li}R{rep}-")
+            gpu = GpuSampler(collect, e.gpus) if collect is not None else None
+            raw = await run_level(
+                target, spec, prompts, cfg.params, progress=progress, gpu=gpu,
+                scrape_metrics=cfg.scrape_metrics, request_timeout=cfg.request_timeout,
+            )  # fmt: skip
+            raw_by_key[(ei, rep, li)] = raw
+            summary = summarize(raw, cfg.slo)
+            summary["records"] = [record_dict(r, raw.t_start_ns, events=cfg.keep_events) for r in raw.records]
+            levels_out.append(summary)
+            if progress:
+                lat = summary["latency"]
+                progress({
+                    "type": "level_done", "engine": e.name, "repeat": rep, "level": spec.label,
+                    "completed": summary["requests"]["completed"], "failed": summary["requests"]["failed"],
+                    "ttft_p50_ms": lat["ttft_ms"]["p50"], "tpot_p50_ms": lat["tpot_ms"]["p50"],
+                    "output_tput": summary["throughput"].get("output_tput"),
+                })  # fmt: skip
+        runs.append({"engine": e.name, "repeat": rep, "position": pos, "levels": levels_out})
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "created": started.isoformat(),
+        "finished": _dt.datetime.now(_dt.UTC).isoformat(),
+        "enginedeck_version": _version(),
+        "host": {"hostname": platform.node(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
+        "config": _config_dict(cfg),
+        "engines": [
+            {
+                "name": e.name, "profile": e.profile.name, "url": e.url, "model": models[i],
+                "api_key_env": e.api_key_env, "length_mode": length_mode(e.profile.api, cfg.params.fixed_length),
+                "continuous_usage_requested": e.profile.api.supports_continuous_usage,
+            }
+            for i, e in enumerate(cfg.engines)
+        ],
+        "order": [{"engine": cfg.engines[ei].name, "repeat": rep} for ei, rep in order],
+        "runs": runs,
+    }
+    doc["prompt_token_check"] = prompt_token_check(cfg, raw_by_key)
+    doc["summary"] = combine(doc)
+    return doc
+
+
+def prompt_token_check(cfg: BenchConfig, raws: dict[tuple[int, int, int], LevelRaw]) -> dict[str, Any]:
+    """Same prompt, same ``usage.prompt_tokens`` on every engine? Mismatches mean different work."""
+    compared = 0
+    mismatches: list[dict[str, Any]] = []
+    for (ei, rep, li), raw in raws.items():
+        if ei == 0:
+            continue
+        base = raws.get((0, rep, li))
+        if base is None:
+            continue
+        a = {r.index: r.prompt_tokens for r in base.records}
+        for r in raw.records:
+            pa = a.get(r.index)
+            if pa is None or r.prompt_tokens is None:
+                continue
+            compared += 1
+            if pa != r.prompt_tokens:
+                mismatches.append({
+                    "level": cfg.levels[li].label, "repeat": rep, "prompt": r.prompt_id,
+                    cfg.engines[0].name: pa, cfg.engines[ei].name: r.prompt_tokens,
+                })  # fmt: skip
+    return {"compared": compared, "mismatches": len(mismatches), "examples": mismatches[:5], "ok": not mismatches}
+
+
+# Metrics combined across repeats: (key, path into a level summary).
+SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("completed", ("requests", "completed")),
+    ("failed", ("requests", "failed")),
+    ("error_rate", ("requests", "error_rate")),
+    ("ttft_p50_ms", ("latency", "ttft_ms", "p50")),
+    ("ttft_p90_ms", ("latency", "ttft_ms", "p90")),
+    ("ttft_p99_ms", ("latency", "ttft_ms", "p99")),
+    ("ttfo_p50_ms", ("latency", "ttfo_ms", "p50")),
+    ("tpot_p50_ms", ("latency", "tpot_ms", "p50")),
+    ("tpot_p90_ms", ("latency", "tpot_ms", "p90")),
+    ("tpot_p99_ms", ("latency", "tpot_ms", "p99")),
+    ("itl_p50_ms", ("latency", "itl_ms", "p50")),
+    ("itl_p90_ms", ("latency", "itl_ms", "p90")),
+    ("itl_p99_ms", ("latency", "itl_ms", "p99")),
+    ("chunk_gap_p99_ms", ("latency", "chunk_gap_ms", "p99")),
+    ("e2e_p50_ms", ("latency", "e2e_ms", "p50")),
+    ("e2e_p90_ms", ("latency", "e2e_ms", "p90")),
+    ("e2e_p99_ms", ("latency", "e2e_ms", "p99")),
+    ("request_tput", ("throughput", "request_tput")),
+    ("output_tput", ("throughput", "output_tput")),
+    ("steady_output_tput", ("throughput", "steady_output_tput")),
+    ("total_tput", ("throughput", "total_tput")),
+    ("goodput", ("throughput", "goodput")),
+    ("slo_attainment", ("throughput", "slo_attainment")),
+    ("avg_inflight", ("throughput", "avg_inflight")),
+    ("prompt_tokens_mean", ("tokens", "prompt_mean")),
+    ("output_tokens_mean", ("tokens", "output_mean")),
+    ("bundling_mean", ("tokens", "bundling_mean")),
+    ("prefix_hit_rate", ("server", "prefix_hit_rate")),
+    ("kv_usage_peak", ("server", "kv_usage_peak")),
+    ("preemptions", ("server", "preemptions")),
+    ("server_ttft_p50_ms", ("server", "ttft", "p50_ms")),
+    ("client_minus_server_ttft_p50_ms", ("server", "client_minus_server_ttft_p50_ms")),
+    ("gpu_util_mean", ("gpu", "util_mean_percent")),
+    ("gpu_power_mean_w", ("gpu", "power_mean_w")),
+    ("tokens_per_joule", ("gpu", "tokens_per_joule")),
+    ("client_cpu_percent", ("client", "cpu_percent")),
+    ("loop_lag_p99_ms", ("client", "loop_lag_ms", "p99")),
+    ("schedule_lag_p99_ms", ("client", "schedule_lag_ms", "p99")),
+)
+
+
+def _dig(d: Any, path: Sequence[str]) -> Any:
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return d
+
+
+def combine(doc: dict[str, Any]) -> dict[str, Any]:
+    """Per level: for every engine median/min/max of each metric over repeats; B/A ratios of medians."""
+    names = [e["name"] for e in doc["engines"]]
+    n_levels = len(doc["config"]["levels"])
+    levels = []
+    for li in range(n_levels):
+        per_engine: dict[str, dict[str, Any]] = {}
+        flags: dict[str, dict[str, Any]] = {}
+        for name in names:
+            sums = [run["levels"][li] for run in doc["runs"] if run["engine"] == name and li < len(run["levels"])]
+            metrics: dict[str, Any] = {}
+            for key, path in SUMMARY_METRICS:
+                vals = [v for s in sums if isinstance(v := _dig(s, path), int | float) and not math.isnan(v)]
+                metrics[key] = (
+                    {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+                    if vals else None
+                )  # fmt: skip
+            per_engine[name] = metrics
+            flags[name] = {
+                "client_bound": any(_dig(s, ("client", "client_bound")) for s in sums),
+                "bundled": any((_dig(s, ("tokens", "bundled_requests")) or 0) > 0 for s in sums),
+                "tokens_estimated": any((_dig(s, ("tokens", "estimated_requests")) or 0) > 0 for s in sums),
+                "length_mode": sums[0]["length_mode"] if sums else None,
+                "server_metrics": any(_dig(s, ("server", "available")) for s in sums),
+                "server_metrics_error": next((e for s in sums if (e := _dig(s, ("server", "error")))), ""),
+                "gpu_reason": next((e for s in sums if (e := _dig(s, ("gpu", "reason")))), ""),
+            }
+        ratio: dict[str, float | None] = {}
+        if len(names) >= 2:
+            a, b = per_engine[names[0]], per_engine[names[1]]
+            for key, _ in SUMMARY_METRICS:
+                va, vb = a.get(key), b.get(key)
+                ratio[key] = vb["median"] / va["median"] if va and vb and va["median"] else None
+        levels.append({
+            "label": doc["config"]["levels"][li]["label"], "engines": per_engine, "flags": flags, "ratio_b_a": ratio,
+        })  # fmt: skip
+    return {"levels": levels, "engines": names}
+
+
+def _config_dict(cfg: BenchConfig) -> dict[str, Any]:
+    p = cfg.params
+    return {
+        "levels": [lv.describe() for lv in cfg.levels],
+        "workload": cfg.workload.describe(),
+        "params": {
+            "max_tokens": p.max_tokens, "temperature": p.temperature, "fixed_length": p.fixed_length,
+            "top_p": p.top_p, "seed": p.seed, "extra": dict(p.extra),
+        },
+        "repeats": cfg.repeats,
+        "seed": cfg.seed,
+        "slo_ms": dict(cfg.slo),
+        "endpoint": cfg.endpoint,
+        "stream_options": "include_usage (+continuous_usage_stats where the profile supports it)",
+        "cache_flushed_between_levels": False,
+        "scrape_metrics": cfg.scrape_metrics,
+    }
+
+
+def _version() -> str:
+    try:
+        from console import __version__
+
+        return str(__version__)
+    except ImportError:  # pragma: no cover
+        return "unknown"
+
+
+# ---- child process -------------------------------------------------------------------------------------------
+
+
+def _child(cfg: BenchConfig, models: list[str], q: Any) -> None:
+    _install_fast_loop()
+
+    def progress(ev: dict[str, Any]) -> None:
+        q.put(ev)
+
+    try:
+        doc = asyncio.run(run_bench(cfg, models, progress))
+    except BaseException as exc:  # report any failure as one line to the parent
+        q.put({"type": "error", "message": f"{type(exc).__name__}: {exc}"})
+        return
+    q.put({"type": "result", "data": doc})
+
+
+class BenchFailed(Exception):
+    pass
+
+
+def run_in_subprocess(
+    cfg: BenchConfig,
+    models: Sequence[str],
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """Run the bench in a fresh process; progress events are passed to ``on_progress`` here."""
+    ctx = mp.get_context("spawn")
+    q: Any = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(cfg, list(models), q), daemon=True, name="enginedeck-bench")
+    proc.start()
+    try:
+        while True:
+            if should_stop is not None and should_stop():
+                raise BenchFailed("stopped")
+            try:
+                ev = q.get(timeout=0.2)
+            except _queue.Empty:
+                if not proc.is_alive():
+                    raise BenchFailed(f"bench process exited with code {proc.exitcode}") from None
+                continue
+            if ev.get("type") == "result":
+                return dict(ev["data"])
+            if ev.get("type") == "error":
+                raise BenchFailed(str(ev.get("message")))
+            if on_progress is not None:
+                on_progress(ev)
+    finally:
+        if proc.is_alive():
+            proc.terminate()
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1)
+        q.close()

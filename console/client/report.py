@@ -1,0 +1,183 @@
+"""Comparison tables (rows = metrics, columns = engines, then B/A) and JSON/CSV/Markdown export.
+
+With repeats a cell shows the median and, when the repeats disagree, the min-max range.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+# (key in summary, row label, format, lower is better?)
+ROWS: tuple[tuple[str, str, str, bool | None], ...] = (
+    ("completed", "requests ok", "{:.0f}", None),
+    ("failed", "requests failed", "{:.0f}", True),
+    ("ttft_p50_ms", "TTFT p50 (ms)", "{:.1f}", True),
+    ("ttft_p90_ms", "TTFT p90 (ms)", "{:.1f}", True),
+    ("ttft_p99_ms", "TTFT p99 (ms)", "{:.1f}", True),
+    ("tpot_p50_ms", "TPOT p50 (ms)", "{:.2f}", True),
+    ("tpot_p90_ms", "TPOT p90 (ms)", "{:.2f}", True),
+    ("tpot_p99_ms", "TPOT p99 (ms)", "{:.2f}", True),
+    ("itl_p50_ms", "ITL/token p50 (ms)", "{:.2f}", True),
+    ("itl_p90_ms", "ITL/token p90 (ms)", "{:.2f}", True),
+    ("itl_p99_ms", "ITL/token p99 (ms)", "{:.2f}", True),
+    ("e2e_p50_ms", "E2E p50 (ms)", "{:.0f}", True),
+    ("e2e_p90_ms", "E2E p90 (ms)", "{:.0f}", True),
+    ("e2e_p99_ms", "E2E p99 (ms)", "{:.0f}", True),
+    ("request_tput", "requests/s", "{:.2f}", False),
+    ("steady_output_tput", "output tok/s (steady)", "{:.1f}", False),
+    ("output_tput", "output tok/s (whole run)", "{:.1f}", False),
+    ("goodput", "goodput (req/s)", "{:.2f}", False),
+    ("slo_attainment", "SLO attainment", "{:.1%}", False),
+    ("error_rate", "error rate", "{:.1%}", True),
+    ("prompt_tokens_mean", "prompt tokens (server, mean)", "{:.1f}", None),
+    ("output_tokens_mean", "output tokens (mean)", "{:.1f}", None),
+    ("prefix_hit_rate", "prefix hit rate (engine)", "{:.1%}", False),
+    ("kv_usage_peak", "KV usage peak (engine)", "{:.1%}", True),
+    ("preemptions", "preemptions (engine)", "{:.0f}", True),
+    ("server_ttft_p50_ms", "server TTFT p50 (ms)", "{:.1f}", True),
+    ("client_minus_server_ttft_p50_ms", "client-server TTFT p50 (ms)", "{:.2f}", None),
+    ("gpu_util_mean", "GPU util mean (%)", "{:.0f}", None),
+    ("gpu_power_mean_w", "GPU power mean (W)", "{:.0f}", None),
+    ("tokens_per_joule", "tokens per joule", "{:.2f}", False),
+    ("client_cpu_percent", "client CPU (%)", "{:.0f}", None),
+    ("loop_lag_p99_ms", "client loop lag p99 (ms)", "{:.2f}", None),
+    ("schedule_lag_p99_ms", "schedule lag p99 (ms)", "{:.2f}", None),
+)
+NA = "n/a"
+
+
+def _fmt(cell: dict[str, Any] | None, fmt: str) -> str:
+    if not cell:
+        return NA
+    med = fmt.format(cell["median"])
+    if cell.get("n", 1) > 1 and cell["min"] != cell["max"]:
+        return f"{med} ({fmt.format(cell['min'])}-{fmt.format(cell['max'])})"
+    return med
+
+
+def _ratio(r: float | None) -> str:
+    return NA if r is None else f"{r:.2f}x"
+
+
+def table_rows(level: dict[str, Any], names: Sequence[str]) -> list[list[str]]:
+    """Rows of one level's table: label, one cell per engine, B/A (two or more engines)."""
+    rows = []
+    for key, label, fmt, _ in ROWS:
+        cells = [_fmt(level["engines"][n].get(key), fmt) for n in names]
+        if all(c == NA for c in cells) and key not in ("prefix_hit_rate", "tokens_per_joule", "kv_usage_peak"):
+            continue  # a row nobody has (e.g. goodput without SLOs) is left out
+        row = [label, *cells]
+        if len(names) >= 2:
+            row.append(_ratio(level["ratio_b_a"].get(key)))
+        rows.append(row)
+    return rows
+
+
+def _notes(doc: dict[str, Any], level: dict[str, Any]) -> list[str]:
+    notes = []
+    for name, f in level["flags"].items():
+        bits = [f"length: {f['length_mode']}"]
+        if f["client_bound"]:
+            bits.append("CLIENT-BOUND (numbers include client overhead)")
+        if f["bundled"]:
+            bits.append("chunk bundling (per-token ITL corrected)")
+        if f["tokens_estimated"]:
+            bits.append("token counts estimated (no usage)")
+        if not f["server_metrics"]:
+            bits.append(f"engine metrics n/a{': ' + f['server_metrics_error'] if f['server_metrics_error'] else ''}")
+        if f.get("gpu_reason"):
+            bits.append(f"GPU n/a: {f['gpu_reason']}")
+        notes.append(f"{name}: " + "; ".join(bits))
+    return notes
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    """The comparison as rich tables rendered to plain text (for the CLI)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=160, force_terminal=False, color_system=None)
+    names = doc["summary"]["engines"]
+    for level in doc["summary"]["levels"]:
+        title = f"{level['label']}  ·  {_workload_line(doc)}"
+        t = Table(title=title, title_justify="left", show_lines=False)
+        t.add_column("metric")
+        for n in names:
+            t.add_column(n, justify="right")
+        if len(names) >= 2:
+            t.add_column(f"{names[1]}/{names[0]}", justify="right")
+        for row in table_rows(level, names):
+            t.add_row(*row)
+        console.print(t)
+        for note in _notes(doc, level):
+            console.print(f"  {note}")
+        console.print()
+    check = doc.get("prompt_token_check", {})
+    if check.get("compared"):
+        if check.get("ok"):
+            console.print(f"prompt tokens: identical on every engine ({check['compared']} requests compared)")
+        else:
+            console.print(
+                f"WARNING prompt tokens differ for {check['mismatches']} of {check['compared']} requests "
+                "(different tokenizer or chat template: not the same work)"
+            )
+    return buf.getvalue()
+
+
+def _workload_line(doc: dict[str, Any]) -> str:
+    cfg = doc["config"]
+    w = cfg["workload"]
+    rep = f", {cfg['repeats']} repeats ABBA" if cfg["repeats"] > 1 else ""
+    return f"{w['kind']} in={w['input_len']} out={w['output_len']}, {cfg['endpoint']}{rep}"
+
+
+def to_markdown(doc: dict[str, Any]) -> str:
+    names = doc["summary"]["engines"]
+    out = [f"# Benchmark: {' vs '.join(names)}", "", f"Workload: {_workload_line(doc)}", ""]
+    for level in doc["summary"]["levels"]:
+        out.append(f"## {level['label']}")
+        out.append("")
+        header = ["metric", *names] + ([f"{names[1]}/{names[0]}"] if len(names) >= 2 else [])
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+        for row in table_rows(level, names):
+            out.append("| " + " | ".join(row) + " |")
+        out.append("")
+        out.extend(f"- {n}" for n in _notes(doc, level))
+        out.append("")
+    out.append("Definitions: TTFT = first token-bearing event - send; TPOT = (t_last - t_first)/(N-1); "
+               "ITL/token = each chunk gap split over the tokens it carried; throughput (steady) counts tokens "
+               "arriving between the end of warmup and the last send. See docs/bench-json-schema.md.")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def to_csv(doc: dict[str, Any]) -> str:
+    """Long format: level, engine, metric, median, min, max, n (plus B/A rows)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["level", "engine", "metric", "median", "min", "max", "n"])
+    for level in doc["summary"]["levels"]:
+        for name, metrics in level["engines"].items():
+            for key, cell in metrics.items():
+                if cell:
+                    w.writerow([level["label"], name, key, cell["median"], cell["min"], cell["max"], cell["n"]])
+        for key, r in level["ratio_b_a"].items():
+            if r is not None:
+                w.writerow([level["label"], "B/A", key, r, "", "", ""])
+    return buf.getvalue()
+
+
+def write_outputs(doc: dict[str, Any], *, json_path: str | None, csv_path: str | None, md_path: str | None) -> None:
+    if json_path:
+        Path(json_path).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    if csv_path:
+        Path(csv_path).write_text(to_csv(doc), encoding="utf-8")
+    if md_path:
+        Path(md_path).write_text(to_markdown(doc), encoding="utf-8")

@@ -1,0 +1,162 @@
+"""`enginedeck bench`: compare engines on the same seeded workload (A/B in ABBA order).
+
+Checks every engine's readiness first (GET /v1/models; an unreachable engine is one line and exit
+2), runs the load in a child process, prints the comparison table (rows = metrics, columns =
+engines, B/A), and writes JSON (docs/bench-json-schema.md), CSV and Markdown on request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+EXIT_UNREACHABLE = 2
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="compare engines: TTFT/TPOT/ITL/E2E, throughput, engine metrics (A/B)")
+    p.add_argument("--engine", action="append", default=[], metavar="NAME|PROFILE@URL", required=True,
+                   help="engine to benchmark (configured name or PROFILE@URL); give it twice for A/B")
+    p.add_argument("--concurrency", default=None, metavar="C1,C2,...",
+                   help="closed-loop concurrency levels (default 1,8,32,64; with --rate: in-flight cap)")
+    p.add_argument("--rate", type=float, action="append", metavar="REQ_PER_S",
+                   help="open-loop request rate (repeatable for several levels)")
+    p.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
+    p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1 = Poisson, <1 burstier)")
+    p.add_argument("--num-prompts", type=int, default=64, help="measured requests per level (default 64)")
+    p.add_argument("--warmup", type=int, default=None, help="warmup requests per level (default: C; open loop 0)")
+    p.add_argument("--max-duration", type=float, default=None, metavar="SECS", help="stop sending after SECS")
+    p.add_argument("--input-len", type=int, default=128)
+    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--workload", default="random", help="random | shared-prefix | file:PATH (JSONL)")
+    p.add_argument("--prefix-groups", type=int, default=4, help="shared-prefix: number of system prompts")
+    p.add_argument("--prefix-ratio", type=float, default=0.75, help="shared-prefix: share of input-len in the prefix")
+    p.add_argument("--range-ratio", type=float, default=0.0, help="random: input lengths in [L(1-r), L(1+r)]")
+    p.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    p.add_argument("--natural-eos", action="store_true", help="do not force the output length")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--model", default=None, help="served model to ask for (default: the first /v1/models lists)")
+    p.add_argument("--repeats", type=int, default=1, help="runs per engine, in ABBA order")
+    p.add_argument("--slo", default=None, metavar="ttft:MS,tpot:MS,e2e:MS", help="SLOs for goodput")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-engine-metrics", action="store_true", help="do not scrape the engines' /metrics")
+    p.add_argument("--no-gpu", action="store_true", help="do not sample GPU utilisation/power")
+    p.add_argument("--no-events", action="store_true", help="leave per-event timestamps out of the JSON")
+    p.add_argument("--json", dest="json_out", metavar="FILE", help="write the result document (JSON)")
+    p.add_argument("--csv", dest="csv_out", metavar="FILE")
+    p.add_argument("--markdown", dest="md_out", metavar="FILE")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--api-key-env", metavar="NAME", help="env var with the API key for PROFILE@URL engines")
+    p.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
+    p.set_defaults(func=run)
+
+
+def _ints(text: str, what: str) -> list[int]:
+    from console.errors import UserError
+
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{what}: expected comma-separated integers, got {text!r}") from None
+    if not vals or any(v < 1 for v in vals):
+        raise UserError(f"{what}: values must be >= 1")
+    return vals
+
+
+def build_config(args: argparse.Namespace) -> Any:
+    from console.client.aggregate import parse_slo
+    from console.client.bench import BenchConfig, EngineTarget
+    from console.client.loadgen import LevelSpec
+    from console.client.stream import GenParams
+    from console.client.workloads import WorkloadSpec
+    from console.config import load_config, resolve_engines
+    from console.errors import UserError
+
+    if args.num_prompts < 1 or args.input_len < 1 or args.output_len < 1 or args.repeats < 1:
+        raise UserError("--num-prompts, --input-len, --output-len and --repeats must be >= 1")
+    try:
+        slo = parse_slo(args.slo)
+    except ValueError as exc:
+        raise UserError(f"--slo: {exc}") from None
+    cfg = load_config(args.config)
+    instances = resolve_engines(cfg, args.engine, api_key_env=args.api_key_env)
+    engines = tuple(
+        EngineTarget(i.name, i.profile, i.url, i.config.api_key_env, args.model, i.gpus) for i in instances
+    )
+    levels: list[LevelSpec] = []
+    if args.rate:
+        cap = _ints(args.concurrency, "--concurrency")[0] if args.concurrency else 0
+        for r in args.rate:
+            if not r > 0:
+                raise UserError("--rate must be > 0")
+            levels.append(LevelSpec("open", cap, r, args.arrival, args.burstiness, args.num_prompts, args.warmup,
+                                    args.max_duration, args.seed))  # fmt: skip
+    else:
+        for c in sorted(set(_ints(args.concurrency or "1,8,32,64", "--concurrency"))):
+            levels.append(LevelSpec("closed", c, None, "poisson", 1.0, args.num_prompts, args.warmup,
+                                    args.max_duration, args.seed))  # fmt: skip
+    workload = WorkloadSpec.parse(
+        args.workload, input_len=args.input_len, output_len=args.output_len, prefix_groups=args.prefix_groups,
+        prefix_ratio=args.prefix_ratio, range_ratio=args.range_ratio,
+    )  # fmt: skip
+    if workload.kind == "file":
+        from pathlib import Path
+
+        from console.client.workloads import load_jsonl
+
+        load_jsonl(Path(workload.path or ""))  # fail early, in the parent, with one line
+    params = GenParams(max_tokens=args.output_len, temperature=args.temperature, fixed_length=not args.natural_eos)
+    return BenchConfig(
+        engines=engines, levels=tuple(levels), workload=workload, params=params, repeats=args.repeats,
+        seed=args.seed, slo=slo, endpoint=args.endpoint, scrape_metrics=not args.no_engine_metrics,
+        gpu=not args.no_gpu, keep_events=not args.no_events,
+    )  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from console.client.bench import BenchFailed, check_ready, run_in_subprocess
+    from console.client.http import HTTPError
+    from console.client.report import render_text, write_outputs
+    from console.errors import UserError
+
+    cfg = build_config(args)
+    try:
+        models = asyncio.run(check_ready(cfg.engines))
+    except HTTPError as exc:
+        raise UserError(str(exc), exit_code=EXIT_UNREACHABLE) from None
+    last = [0.0]
+
+    def progress(ev: dict[str, Any]) -> None:
+        if args.quiet:
+            return
+        kind = ev.get("type")
+        now = time.monotonic()
+        if kind == "run_start":
+            print(f"[{ev['position'] + 1}/{ev['of']}] {ev['engine']} (repeat {ev['repeat'] + 1})", file=sys.stderr)
+        elif kind == "level_done":
+            ttft = ev.get("ttft_p50_ms")
+            tput = ev.get("output_tput")
+            print(
+                f"    {ev['level']}: {ev['completed']} ok, {ev['failed']} failed"
+                + (f", TTFT p50 {ttft:.1f} ms" if ttft is not None else "")
+                + (f", {tput:.0f} tok/s" if tput else ""),
+                file=sys.stderr,
+            )
+        elif kind == "level_progress" and sys.stderr.isatty() and now - last[0] > 0.5:
+            last[0] = now
+            print(f"    {ev['level']}: {ev['completed']}/{ev['total']}", end="\r", file=sys.stderr)
+
+    try:
+        doc = run_in_subprocess(cfg, models, progress)
+    except BenchFailed as exc:
+        raise UserError(f"bench failed: {exc}") from None
+    print(render_text(doc), end="")
+    write_outputs(doc, json_path=args.json_out, csv_path=args.csv_out, md_path=args.md_out)
+    for label, path in (("JSON", args.json_out), ("CSV", args.csv_out), ("Markdown", args.md_out)):
+        if path:
+            print(f"{label} written to {path}", file=sys.stderr)
+    return 0
