@@ -1,0 +1,145 @@
+"""``enginedeck sim``: run one simulated inference engine, or a fleet of them with synthetic load."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+from console.errors import UserError
+
+ENGINES = ("vllm", "sglang", "trtllm", "tgi", "llamacpp")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "sim",
+        help="run a simulated inference engine (or --fleet of them)",
+        description="Run a simulated vLLM / SGLang / trtllm-serve / TGI / llama-server that behaves like the "
+        "real one on the wire: OpenAI API, SSE streaming, health, errors, API key and metrics.",
+    )
+    p.add_argument("--engine", choices=ENGINES, help="engine flavour to simulate")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=None, help="port (default: the engine's usual port)")
+    p.add_argument("--model", default=None, help="served model name")
+    p.add_argument("--seed", type=int, default=0, help="seed for generated text and lengths")
+    p.add_argument("--api-key", default=None, help="require this API key where the real engine would")
+    p.add_argument("--load-time", type=float, default=0.0, metavar="S", help="seconds of simulated model loading")
+    p.add_argument("--metrics-version", choices=("current", "legacy"), default="current",
+                   help="vllm only: legacy = pre-0.9.2 metric names (0.9.1)")
+    p.add_argument("--fault", action="append", default=[], metavar="FAULT",
+                   help="slow-metrics=S, hang-metrics, garbage-metrics, error-rate=F, stall=START:S, crash-after=S "
+                        "(repeatable)")
+    p.add_argument("--kv-blocks", type=int, default=None, metavar="N", help="KV cache size in 16-token blocks")
+    p.add_argument("--max-running", type=int, default=None, metavar="N", help="max concurrently running sequences")
+    p.add_argument("--speed", type=float, default=1.0, metavar="F", help="time speed-up factor (step times / F)")
+    p.add_argument("--no-access-log", action="store_true", help="do not log one line per request")
+    p.add_argument("--fleet", action="store_true", help="start one engine of each flavour plus synthetic load")
+    p.add_argument("--engines", default="vllm,sglang,trtllm,tgi", help="--fleet: comma-separated flavours")
+    p.add_argument("--no-load", action="store_true", help="--fleet: no synthetic client load")
+    p.add_argument("--base-port", type=int, default=None, help="--fleet: first port (default: free ports)")
+    p.add_argument("--print-json", action="store_true", help="--fleet: one JSON line per endpoint")
+    p.set_defaults(func=run)
+
+
+_DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "trtllm": 8000, "tgi": 80, "llamacpp": 8080}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.fleet:
+        return _run_fleet(args)
+    if not args.engine:
+        raise UserError("sim needs --engine {vllm,sglang,trtllm,tgi,llamacpp} or --fleet")
+    return _run_one(args)
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from console.sim.engines import DEFAULT_MODELS, SimOptions
+    from console.sim.faults import parse_faults
+    from console.sim.server import serve
+
+    if args.engine == "trtllm" and args.api_key:
+        raise UserError("trtllm-serve has no API key option (--api-key is not supported for --engine trtllm)")
+    if args.metrics_version == "legacy" and args.engine != "vllm":
+        raise UserError("--metrics-version legacy exists only for --engine vllm")
+    if args.speed <= 0:
+        raise UserError("--speed must be positive")
+    for name in ("kv_blocks", "max_running"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+    try:
+        faults = parse_faults(args.fault)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    opts = SimOptions(
+        engine=args.engine,
+        model=args.model or DEFAULT_MODELS[args.engine],
+        seed=args.seed,
+        api_key=args.api_key,
+        metrics_version=args.metrics_version,
+        max_running=args.max_running,
+        kv_blocks=args.kv_blocks,
+        speed=args.speed,
+    )
+    port = args.port if args.port is not None else _DEFAULT_PORTS[args.engine]
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        await serve(opts, host=args.host, port=port, load_time=args.load_time, faults=faults,
+                    access_log=not args.no_access_log)
+
+    try:
+        asyncio.run(main())
+    except asyncio.CancelledError:
+        pass
+    except OSError as exc:
+        raise UserError(f"cannot listen on {args.host}:{port}: {exc.strerror or exc}") from None
+    return 0
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    from console.sim.fleet import start_fleet
+
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    bad = [e for e in engines if e not in ENGINES]
+    if bad or not engines:
+        raise UserError(f"unknown engine(s) in --engines: {', '.join(bad) or '(none)'} (known: {', '.join(ENGINES)})")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        fleet = start_fleet(engines, load=not args.no_load, seed=args.seed, base_port=args.base_port,
+                            host=args.host)
+    except (RuntimeError, OSError) as exc:
+        raise UserError(f"fleet did not start: {exc}") from None
+    try:
+        for profile, url, pid in fleet.endpoints:
+            if args.print_json:
+                print(json.dumps({"profile": profile, "url": url, "pid": pid, "model": fleet.models[url]}))
+            else:
+                print(f"{profile}@{url}")
+        sys.stdout.flush()
+        print(f"fleet logs: {fleet.log_dir} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        while not stop.is_set():
+            stop.wait(0.5)
+            for (profile, url, _), proc in zip(fleet.endpoints, fleet.procs, strict=True):
+                if proc.poll() is not None:
+                    print(f"{profile}@{url} exited with {proc.returncode}", file=sys.stderr, flush=True)
+                    stop.set()
+    finally:
+        fleet.stop()
+    return 0

@@ -1,0 +1,132 @@
+"""A fleet of simulated engines: one child process per flavour, plus optional synthetic load.
+
+    from console.sim.fleet import start_fleet
+    fleet = start_fleet(["vllm", "sglang", "trtllm", "tgi"], load=True, seed=1)
+    for profile, url, pid in fleet.endpoints: ...
+    fleet.stop()
+
+Each child runs ``python -m console sim --engine X --port P`` in its own process group (stopped with
+killpg) and exits by itself when its parent process disappears.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from console.sim.engines import DEFAULT_MODELS, FLAVOURS
+from console.sim.load import LoadTarget, LoadThread
+
+DEFAULT_ENGINES = ("vllm", "sglang", "trtllm", "tgi")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Fleet:
+    endpoints: list[tuple[str, str, int]]  # (profile, url, pid)
+    models: dict[str, str]  # url -> served model name
+    log_dir: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    load: LoadThread | None = None
+    _stopped: bool = False
+
+    def log_path(self, profile: str) -> Path:
+        return self.log_dir / f"{profile}.log"
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the load and every child (SIGTERM to its process group, then SIGKILL)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.load is not None:
+            self.load.stop()
+        for p in self.procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(2.0)
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_fleet(
+    engines: list[str] | tuple[str, ...] = DEFAULT_ENGINES,
+    *,
+    load: bool = True,
+    seed: int = 0,
+    base_port: int | None = None,
+    host: str = "127.0.0.1",
+    extra_args: list[str] | None = None,
+    ready_timeout: float = 30.0,
+) -> Fleet:
+    """Start one simulated engine per name in ``engines`` and wait until each answers /v1/models."""
+    for e in engines:
+        if e not in FLAVOURS:
+            raise ValueError(f"unknown engine {e!r} (known: {', '.join(FLAVOURS)})")
+    log_dir = Path(tempfile.mkdtemp(prefix="enginedeck-fleet-"))
+    fleet = Fleet(endpoints=[], models={}, log_dir=log_dir)
+    try:
+        for i, engine in enumerate(engines):
+            port = base_port + i if base_port is not None else free_port(host)
+            model = DEFAULT_MODELS[engine]
+            cmd = [sys.executable, "-m", "console", "sim", "--engine", engine, "--host", host, "--port", str(port),
+                   "--model", model, "--seed", str(seed + i), *(extra_args or [])]
+            with open(log_dir / f"{engine}.log", "wb") as logf:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+            fleet.procs.append(proc)
+            url = f"http://{host}:{port}"
+            fleet.endpoints.append((engine, url, proc.pid))
+            fleet.models[url] = model
+        for (engine, url, _), proc in zip(fleet.endpoints, fleet.procs, strict=True):
+            _wait_ready(url, proc, ready_timeout, log_dir / f"{engine}.log")
+        if load:
+            targets = [LoadTarget(p, u, fleet.models[u]) for p, u, _ in fleet.endpoints]
+            fleet.load = LoadThread(targets, seed=seed)
+            fleet.load.start()
+    except BaseException:
+        fleet.stop()
+        raise
+    return fleet
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
+            raise RuntimeError(f"simulated engine at {url} exited with {proc.returncode}: {tail}")
+        try:
+            with urllib.request.urlopen(f"{url}/v1/models", timeout=1.0) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"simulated engine at {url} not ready after {timeout:g} s")
