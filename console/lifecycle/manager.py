@@ -433,10 +433,16 @@ class LifecycleManager:
         gen = slot.generation
         slot.log_stop = threading.Event()
 
+        probe_mark = f"GET {slot.inst.profile.health.ready_path}"
+
         def on_chunk() -> None:
+            last = slot.logs.last_text()
+            # The engine's access-log line for our own readiness probe is no sign of progress.
+            if probe_mark in last:
+                return
             with slot.lock:
                 if slot.generation == gen:
-                    slot.machine.log_line(slot.logs.last_text())
+                    slot.machine.log_line(last)
 
         slot.log_thread = threading.Thread(
             target=handle.follow_logs,

@@ -265,6 +265,9 @@ class PhaseMachine:
         elif was is Phase.STOPPING:
             detail = f"stopped ({text})"
             phase = Phase.EXITED
+        elif code == 143:
+            detail = "terminated by SIGTERM from outside this enginedeck (exit code 143)"
+            phase = Phase.EXITED
         else:
             detail = f"exited unexpectedly with {text}"
             phase = Phase.EXITED

@@ -47,6 +47,13 @@ def probe_ready(client: httpx.Client, base_url: str, ready_path: str, api_key: s
         return ProbeResult("error", detail=str(exc)[:120])
     except httpx.TimeoutException:
         return ProbeResult("timeout", detail="no answer within the probe timeout")
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        # Docker's userland proxy accepts the connection and drops it while nothing listens in the
+        # container: the same situation as "connection refused" on a bare port.
+        text = str(exc).lower()
+        if "without sending a response" in text or "reset by peer" in text or "errno 104" in text:
+            return ProbeResult("refused", detail="connection dropped (nothing listening behind the published port)")
+        return ProbeResult("error", detail=f"{type(exc).__name__}: {exc}"[:120])
     except httpx.HTTPError as exc:
         # A server that accepts and drops the connection while starting up.
         return ProbeResult("error", detail=f"{type(exc).__name__}: {exc}"[:120])

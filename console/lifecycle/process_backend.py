@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
@@ -36,6 +36,7 @@ from console.lifecycle.launch import LaunchSpec
 from console.lifecycle.logs import LogBuffer
 
 CLEANUP_GRACE = 5.0
+LOG_FILE_MAX = 16 * 1024 * 1024  # the output copy on disk rotates to NAME.log.1 at this size
 
 _registry_lock = threading.Lock()
 _registry: dict[int, str] = {}  # pgid -> instance name, groups this process started
@@ -46,6 +47,42 @@ def _records_dir() -> Path:
     from console.paths import state_dir
 
     return state_dir() / "processes"
+
+
+def log_path(name: str) -> Path:
+    """Where a process engine's output is copied, so `enginedeck logs NAME` works from anywhere."""
+    from console.paths import state_dir
+
+    return state_dir() / "logs" / f"{name}.log"
+
+
+class _LogFile:
+    """An append-only copy of the output with one rotation (NAME.log -> NAME.log.1)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.f = None
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.f = path.open("wb")
+
+    def write(self, data: bytes) -> None:
+        if self.f is None:
+            return
+        try:
+            if self.f.tell() + len(data) > LOG_FILE_MAX:
+                self.f.close()
+                os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+                self.f = self.path.open("wb")
+            self.f.write(data)
+            self.f.flush()
+        except OSError:
+            self.f = None
+
+    def close(self) -> None:
+        if self.f is not None:
+            with contextlib.suppress(OSError):
+                self.f.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +232,7 @@ class ProcessHandle:
         self.proc = proc
         self.name = name
         self.pgid = proc.pid  # start_new_session: the child leads its own group
+        self.log_file = _LogFile(log_path(name))
 
     @property
     def ident(self) -> str:
@@ -238,14 +276,16 @@ class ProcessHandle:
                 break
             if not chunk:
                 break
+            self.log_file.write(chunk)
             if buffer.feed(decoder.decode(chunk)):
                 on_chunk()
         buffer.feed(decoder.decode(b"", final=True))
         buffer.flush_partial()
+        self.log_file.close()
         on_chunk()
 
     def tail(self, n: int) -> tuple[str, ...]:
-        return ()  # the manager keeps the lines in the log buffer
+        return tail_file(log_path(self.name), n)
 
     def remove(self) -> None:
         # Whatever is left of the group after the leader exited (a worker that ignored SIGTERM).
@@ -291,14 +331,17 @@ class ForeignProcessHandle:
         return _group_pids(self.rec.pgid) if self.rec.alive() else set()
 
     def follow_logs(self, buffer: LogBuffer, on_chunk: Callable[[], None], stop: threading.Event) -> None:
-        buffer.append(
-            f"[enginedeck] {self.rec.name} was started by enginedeck pid {self.rec.owner_pid}; "
-            "its output goes to that process, not here"
-        )
+        path = log_path(self.rec.name)
+        buffer.extend(tail_file(path, buffer.capacity))
+        on_chunk()
+        for chunk in follow_file(path, stop, alive=self.rec.alive):
+            if buffer.feed(chunk):
+                on_chunk()
+        buffer.flush_partial()
         on_chunk()
 
     def tail(self, n: int) -> tuple[str, ...]:
-        return ()
+        return tail_file(log_path(self.rec.name), n)
 
     def remove(self) -> None:
         drop_record(self.rec.name, self.rec.pid)
@@ -361,3 +404,46 @@ def attach(name: str) -> ForeignProcessHandle | None:
         drop_record(name, rec.pid)
         return None
     return ForeignProcessHandle(rec)
+
+
+def tail_file(path: Path, n: int) -> tuple[str, ...]:
+    """The last ``n`` lines of a log copy (reads at most the last 4 MiB)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4 * 1024 * 1024))
+            data = f.read()
+    except OSError:
+        return ()
+    lines = data.decode("utf-8", "replace").splitlines()
+    return tuple(lines[-n:]) if n > 0 else ()
+
+
+def follow_file(path: Path, stop: threading.Event, alive: Callable[[], bool], poll: float = 0.2) -> Iterator[str]:
+    """New text appended to ``path`` until ``stop`` is set or the writer's process ended."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    try:
+        f = path.open("rb")
+    except OSError:
+        return
+    with f:
+        f.seek(0, os.SEEK_END)
+        idle = 0
+        while not stop.is_set():
+            data = f.read(65536)
+            if data:
+                idle = 0
+                yield decoder.decode(data)
+                continue
+            idle += 1
+            if idle % 10 == 0 and not alive():
+                break
+            try:  # rotated: start reading the new file
+                if path.stat().st_ino != os.fstat(f.fileno()).st_ino:
+                    break
+            except OSError:
+                break
+            stop.wait(poll)

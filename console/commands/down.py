@@ -1,0 +1,47 @@
+"""`enginedeck down NAME`: stop a managed engine (SIGTERM, countdown, SIGKILL) and remove its container.
+
+Asks for confirmation on a terminal unless --yes; without a terminal --yes is required.
+Exit codes: 0 stopped (or was not running), 1 user error / not confirmed, 2 failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    from console.lifecycle.cli_support import add_common
+
+    p = sub.add_parser("down", help="stop a managed engine and remove its container")
+    add_common(p)
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--timeout", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: config)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.errors import UserError
+    from console.lifecycle.cli_support import PhaseReporter, confirm, load
+    from console.lifecycle.manager import LifecycleManager
+
+    cfg, inst = load(args)
+    assert inst is not None
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UserError(f"down {inst.name}: not on a terminal; add --yes to confirm")
+        if not confirm(f"Stop {inst.name} ({inst.config.managed}, {inst.url})?"):
+            print("not stopped", file=sys.stderr)
+            return 1
+    manager = LifecycleManager(cfg)
+    reporter = PhaseReporter(manager, inst.name)
+    try:
+        st = manager.stop(inst.name, timeout=args.timeout).result()
+        if inst.config.managed == "docker":
+            manager.remove(inst.name).result()
+        print(f"{inst.name}: {st.detail or 'not running'}")
+        return 0
+    finally:
+        reporter.close()
+        manager.close()

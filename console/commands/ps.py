@@ -1,0 +1,58 @@
+"""`enginedeck ps [--json]`: managed engines (containers and processes) and recognised,
+monitor-only engine containers, with phase, address, GPUs and image or command.
+
+Exit codes: 0 listed (Docker being unreachable is reported, not fatal), 1 bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    from console.lifecycle.cli_support import add_common
+
+    p = sub.add_parser("ps", help="list managed and recognised engine containers and processes")
+    add_common(p, name=False)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.lifecycle.cli_support import load
+    from console.lifecycle.manager import LifecycleManager
+
+    cfg, _ = load(args)
+    manager = LifecycleManager(cfg)
+    try:
+        report = manager.ps().result()
+    finally:
+        manager.close()
+    if args.json:
+        doc = {"engines": [r.as_dict() for r in report.rows], "docker_error": report.docker_error}
+        print(json.dumps(doc, indent=2))
+        return 0
+    if report.docker_error:
+        print(f"enginedeck: docker: {report.docker_error}", file=sys.stderr)
+    headers = ("NAME", "BACKEND", "PHASE", "ID", "ADDRESS", "GPUS", "IMAGE/COMMAND", "NOTE")
+    rows = []
+    for r in report.rows:
+        note = r.detail
+        if r.monitor_only and r.backend == "docker":
+            note = note or "monitor-only"
+        if r.config_changed:
+            note = ("config changed: restart to apply; " + note).rstrip("; ")
+        image = r.image if len(r.image) <= 48 else r.image[:45] + "..."
+        rows.append((r.name, r.backend, r.phase, r.ident, r.address, r.gpus or "-", image, note[:80]))
+    if not rows:
+        print("no engines configured or found")
+        return 0
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    print(fmt.format(*headers).rstrip())
+    for row in rows:
+        print(fmt.format(*row).rstrip())
+    return 0

@@ -1,0 +1,48 @@
+"""`enginedeck pull NAME`: pull the engine's image explicitly (start never pulls), with progress.
+
+Exit codes: 0 pulled, 1 user error (not a container engine), 2 pull failed / Docker unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    from console.lifecycle.cli_support import add_common
+
+    p = sub.add_parser("pull", help="pull a container engine's image (with progress)")
+    add_common(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.lifecycle.cli_support import load
+    from console.lifecycle.manager import LifecycleManager
+
+    cfg, inst = load(args)
+    assert inst is not None
+    image = inst.config.image or f"{inst.profile.container.image}:{inst.profile.container.tag}"
+    tty = sys.stderr.isatty()
+    shown = [-10.0]
+
+    def progress(pct: float, status: str) -> None:
+        if tty:
+            bar = "#" * int(pct / 5)
+            sys.stderr.write(f"\rpulling {image} [{bar:<20}] {pct:5.1f}% {status[:30]:<30}")
+            sys.stderr.flush()
+        elif pct >= shown[0] + 10 or pct >= 100:
+            shown[0] = pct
+            print(f"pulling {image}: {pct:.0f}%", file=sys.stderr)
+
+    manager = LifecycleManager(cfg)
+    try:
+        manager.pull(inst.name, progress).result()
+    finally:
+        if tty:
+            sys.stderr.write("\n")
+        manager.close()
+    print(f"{image} pulled")
+    return 0
