@@ -14,7 +14,7 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # apt-get install the named packages, or fail with a clear message when we are not root.
 apt_install() {
   if [ "$(id -u)" -ne 0 ]; then
-    die "missing packages: $* - install them as root (apt-get install $*), or set the skip variable to run without this service"
+    die "missing packages: $* - install them as root (apt-get install $*), or set ${SKIP_VAR:-the skip variable}=1 to run the tests without this service"
   fi
   export DEBIAN_FRONTEND=noninteractive
   log "apt-get install $*"

@@ -11,6 +11,7 @@
 #      enginedeck/sim:dev), ENGINEDECK_DOCKERD_LOG (default /var/log/enginedeck-dockerd.log),
 #      FORCE_BASE=1 to rebuild the base image.
 set -euo pipefail
+SKIP_VAR=ENGINEDECK_SKIP_DOCKER
 PROVISION_NAME=docker
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -60,6 +61,9 @@ start_daemon() {
   if daemon_up; then
     log "reusing the running Docker daemon ($(docker version -f '{{.Server.Version}}' 2>/dev/null))"
     return 0
+  fi
+  if [ "$(id -u)" -ne 0 ] && [ -S /var/run/docker.sock ] && [ ! -w /var/run/docker.sock ] && [ -z "${DOCKER_HOST:-}" ]; then
+    die "no permission on /var/run/docker.sock (join the 'docker' group), or set ENGINEDECK_SKIP_DOCKER=1 to skip the Docker tests"
   fi
   [ "$(id -u)" -eq 0 ] || die "the Docker daemon does not answer and only root can start it here; start dockerd (as root), or set ENGINEDECK_SKIP_DOCKER=1 to skip the Docker tests"
   command -v dockerd >/dev/null || die "dockerd is not installed"

@@ -10,6 +10,7 @@
 # Env: ENGINEDECK_CACHE (default ~/.cache/enginedeck), ENGINEDECK_VENV (default <repo>/.venv),
 #      LLAMA_CPP_BUILD_JOBS (default nproc).
 set -euo pipefail
+SKIP_VAR=ENGINEDECK_SKIP_LLAMACPP
 PROVISION_NAME=llamacpp
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"

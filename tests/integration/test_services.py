@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -139,8 +140,8 @@ def test_llama_server_loads_serves_metrics_and_streams(start_llama_server: Start
     assert usage["prompt_tokens"] > 0
     assert text.isascii() and text.strip(), text
 
-    assert helpers.stop_process(server.proc) is not None
-    assert server.proc.poll() is not None
+    # Stopped by PID: llama-server handles SIGTERM and exits 0, unless the signal lands before its handler.
+    assert helpers.stop_process(server.proc) in (0, -signal.SIGTERM), server.log_tail()
 
 
 @pytest.mark.llamacpp
