@@ -21,9 +21,12 @@ Handler = Callable[[Any], "Awaitable[None] | None"]
 # Keys a destructive action must never use: navigation habits (vim motions, arrows, paging) and
 # anything a finger might hit while scrolling (k9s #1121/#1391).
 _NAV_KEYS = frozenset(
-    "h j k l g G w b u d f n N".split()
-    + ["up", "down", "left", "right", "pageup", "pagedown", "home", "end", "space", "enter", "escape", "tab"]
-    + ["ctrl+d", "ctrl+u", "ctrl+f", "ctrl+b", "ctrl+k", "ctrl+j", "ctrl+n", "ctrl+p", "ctrl+c"]
+    {
+        *("h", "j", "k", "l", "g", "G", "w", "b", "u", "d", "f", "n", "N"),
+        *("up", "down", "left", "right", "pageup", "pagedown", "home", "end"),
+        *("space", "enter", "escape", "tab"),
+        *("ctrl+d", "ctrl+u", "ctrl+f", "ctrl+b", "ctrl+k", "ctrl+j", "ctrl+n", "ctrl+p", "ctrl+c"),
+    }
 )
 
 

@@ -23,6 +23,7 @@ from textual import on
 from textual.app import App
 from textual.binding import Binding
 from textual.events import Resize
+from textual.screen import ModalScreen
 
 from console.config import EngineInstance
 from console.model import FleetSnapshot
@@ -131,6 +132,8 @@ class DeckApp(App[str | None]):
             aid = str(parameters[0])
             if aid not in self.registry:
                 return False
+            if not isinstance(self.screen, DeckScreen) and not isinstance(self.screen, ModalScreen):
+                return aid in ("quit", "help", "palette")  # e.g. the setup screen: no data to act on
             return self.registry.get(aid).available_on(self.screen_name)
         return True
 

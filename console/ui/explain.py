@@ -193,8 +193,8 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
     if profile is None:
         out.append("\nNo engine selected (or its profile is unknown): raw names not shown.\n", style="dim")
         return out
-    out.append(f"\nFor {engine_name or profile.name} ({profile.display_name}, profile {profile.source or profile.name}):\n",
-               style="bold")
+    where = f"{profile.display_name}, profile {profile.source or profile.name}"
+    out.append(f"\nFor {engine_name or profile.name} ({where}):\n", style="bold")
     if metric == "phase":
         h = profile.health
         out.append(f"  health probe GET {h.path}; ready when GET {h.ready_path} lists a model\n")

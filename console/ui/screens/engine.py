@@ -85,7 +85,8 @@ def identity_table(e: EngineSnapshot, app: Any, now: float) -> Table:
     row("CPU / RSS", (f"{e.cpu_percent:.0f}%" if e.cpu_percent is not None else "n/a")
         + " / " + (f"{e.rss_bytes / 2**20:.0f} MiB" if e.rss_bytes is not None else "n/a"))
     row("health", fmt.problem(e, now) or "ready")
-    row("health probe", fmt.staleness(e.health_freshness, now) or f"ok, {fmt.ago(now, e.health_freshness.updated_at)} ago")
+    row("health probe", fmt.staleness(e.health_freshness, now)
+        or f"ok, {fmt.ago(now, e.health_freshness.updated_at)} ago")
     row("metrics", fmt.staleness(e.metrics_freshness, now)
         or f"ok, {fmt.ago(now, e.metrics_freshness.updated_at)} ago")
     if e.missing:

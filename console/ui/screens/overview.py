@@ -62,7 +62,7 @@ class Column:
     metric: str  # explain key
     render: Callable[[EngineSnapshot, Any], Text]
     sort: Callable[[EngineSnapshot], Any] | None = None
-    compact: bool = False  # shown in the compact layout too
+    priority: int = 9  # columns are kept by priority until the terminal width is used up
 
 
 def _model(e: EngineSnapshot) -> Text:
@@ -73,32 +73,32 @@ def _model(e: EngineSnapshot) -> Text:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("name", "engine", 14, "phase", lambda e, ctx: Text(short_name(e.name)), lambda e: e.name, True),
-    Column("kind", "type/version", 16, "phase", lambda e, ctx: engine_label(e, ctx.display)),
-    Column("model", "model", 22, "phase", lambda e, ctx: _model(e)),
+    Column("name", "engine", 14, "phase", lambda e, ctx: Text(short_name(e.name)), lambda e: e.name, 1),
+    Column("kind", "type/version", 16, "phase", lambda e, ctx: engine_label(e, ctx.display), None, 8),
+    Column("model", "model", 22, "phase", lambda e, ctx: _model(e), None, 9),
     Column("phase", "health", 13, "phase", lambda e, ctx: fmt.phase(e),
-           lambda e: (fmt.PHASE_SEVERITY.get(e.phase, 5), not e.metrics_freshness.stale, e.name), True),
+           lambda e: (fmt.PHASE_SEVERITY.get(e.phase, 5), not e.metrics_freshness.stale, e.name), 1),
     Column("gpus", "GPUs", 5, "gpu_engine",
-           lambda e, ctx: Text(",".join(map(str, e.gpus))) if e.gpus else fmt.na()),
+           lambda e, ctx: Text(",".join(map(str, e.gpus))) if e.gpus else fmt.na(), None, 7),
     Column("running", "run", 4, "running", lambda e, ctx: fmt.count(_m(e).running),
-           lambda e: _num(_m(e).running), True),
+           lambda e: _num(_m(e).running), 2),
     Column("waiting", "wait", 4, "waiting", lambda e, ctx: fmt.count(_m(e).waiting),
-           lambda e: _num(_m(e).waiting), True),
-    Column("kv", "KV", 4, "kv_usage", lambda e, ctx: fmt.pct(_m(e).kv_usage), lambda e: _num(_m(e).kv_usage), True),
+           lambda e: _num(_m(e).waiting), 2),
+    Column("kv", "KV", 4, "kv_usage", lambda e, ctx: fmt.pct(_m(e).kv_usage), lambda e: _num(_m(e).kv_usage), 2),
     Column("prefix", "prefix", 6, "prefix_hit_rate", lambda e, ctx: fmt.pct(_m(e).prefix_hit_rate, warn=2, crit=2),
-           lambda e: _num(_m(e).prefix_hit_rate)),
+           lambda e: _num(_m(e).prefix_hit_rate), 6),
     Column("gen", "gen tok/s", 9, "generation_tps", lambda e, ctx: fmt.tps(_rate(_m(e).generation_tps)),
-           lambda e: _num(_rate(_m(e).generation_tps)), True),
-    Column("prompt", "prompt tok/s", 10, "prompt_tps", lambda e, ctx: fmt.tps(_rate(_m(e).prompt_tps)),
-           lambda e: _num(_rate(_m(e).prompt_tps))),
+           lambda e: _num(_rate(_m(e).generation_tps)), 3),
+    Column("prompt", "prompt tok/s", 12, "prompt_tps", lambda e, ctx: fmt.tps(_rate(_m(e).prompt_tps)),
+           lambda e: _num(_rate(_m(e).prompt_tps)), 4),
     Column("ttft50", "TTFT p50", 8, "ttft_p50", lambda e, ctx: fmt.quantile(_m(e).ttft, "p50"),
-           lambda e: _num(_m(e).ttft.p50)),
+           lambda e: _num(_m(e).ttft.p50), 5),
     Column("ttft99", "TTFT p99", 8, "ttft_p99", lambda e, ctx: fmt.quantile(_m(e).ttft, "p99"),
-           lambda e: _num(_m(e).ttft.p99), True),
+           lambda e: _num(_m(e).ttft.p99), 3),
     Column("itl50", "ITL p50", 8, "itl_p50", lambda e, ctx: fmt.quantile(_m(e).itl, "p50"),
-           lambda e: _num(_m(e).itl.p50)),
+           lambda e: _num(_m(e).itl.p50), 5),
     Column("errors", "err/s", 6, "errors", lambda e, ctx: fmt.per_s(_rate(_m(e).error_rate)),
-           lambda e: _num(_rate(_m(e).error_rate)), True),
+           lambda e: _num(_rate(_m(e).error_rate)), 3),
 )
 SORTABLE = [c for c in COLUMNS if c.sort is not None]
 
@@ -140,8 +140,8 @@ def gpu_title(gf: GpuFleet, now: float) -> Text:
         t.append(f" · driver {gf.driver_version}", style="dim")
     if gf.unavailable_reason:
         t.append(f" · {gf.unavailable_reason}", style="yellow")
-    st = fmt.staleness(gf.freshness, now)
-    if st and st not in gf.unavailable_reason:
+    st = "" if gf.unavailable_reason else fmt.staleness(gf.freshness, now)
+    if st:
         t.append(f" · {st}", style="yellow")
     if not gf.gpus and not gf.unavailable_reason and not st:
         t.append(" · none found", style="dim")
@@ -176,6 +176,8 @@ class OverviewScreen(DeckScreen):
         self.sort_reverse = False
         self.filter_text = ""
         self._compact = False
+        self._shown: list[Column] = []
+        self._shown_name_w = 0
         self._row_order: list[str] = []
         self._cells: dict[str, list[tuple[str, str]]] = {}
         self._gpu_order: list[str] = []
@@ -201,7 +203,7 @@ class OverviewScreen(DeckScreen):
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
         self._compact = self.deck.layout_name == "compact"
-        self._setup_columns()
+        self._fit_columns()
         gt = self.query_one("#gpus", DataTable)
         for key, label, width, _ in GPU_COLUMNS:
             gt.add_column(label, key=key, width=width)
@@ -209,22 +211,43 @@ class OverviewScreen(DeckScreen):
 
     def layout_changed(self, name: str) -> None:
         compact = name == "compact"
-        if compact != self._compact and self.is_mounted:
-            self._compact = compact
-            self._setup_columns()
-            if self.deck.fleet is not None:
-                self.show_fleet(self.deck.fleet)
+        self._compact = compact
+
+    def on_resize(self) -> None:
+        self._fit_columns()
 
     def _columns(self) -> list[Column]:
-        return [c for c in COLUMNS if c.compact] if self._compact else list(COLUMNS)
+        return self._shown
 
-    def _setup_columns(self) -> None:
+    def _name_width(self) -> int:
+        fleet = self.deck.fleet
+        names = [short_name(e.name) for e in fleet.engines] if fleet else []
+        return max(8, min(24, max((len(n) for n in names), default=8)))
+
+    def _fit_columns(self) -> None:
+        """Keep the most important columns that fit the width (no horizontal scrolling)."""
+        width = self.size.width or self.app.size.width
+        name_w = self._name_width()
+        budget = width - 2
+        keep: set[str] = set()
+        for c in sorted(COLUMNS, key=lambda c: c.priority):
+            w = (name_w if c.key == "name" else c.width) + 2
+            if w <= budget or c.priority == 1:
+                keep.add(c.key)
+                budget -= w
+        shown = [c for c in COLUMNS if c.key in keep]
+        if [c.key for c in shown] == [c.key for c in self._shown] and name_w == self._shown_name_w:
+            return
+        self._shown = shown
+        self._shown_name_w = name_w
         table = self.query_one("#engines", DataTable)
         table.clear(columns=True)
         self._row_order = []
         self._cells = {}
-        for c in self._columns():
-            table.add_column(self._header(c), key=c.key, width=c.width)
+        for c in shown:
+            table.add_column(self._header(c), key=c.key, width=name_w if c.key == "name" else c.width)
+        if self.deck.fleet is not None and self.is_mounted:
+            self.show_fleet(self.deck.fleet)
 
     def _header(self, c: Column) -> Text:
         if c.key != self.sort_key:
@@ -280,6 +303,9 @@ class OverviewScreen(DeckScreen):
                         t.stylize("dim")
             rows[e.name] = cells
         order = [e.name for e in engines]
+        if order != self._row_order and self._name_width() != self._shown_name_w:
+            self._fit_columns()
+            return
         if order != self._row_order:
             selected = self.selected_engine()
             col = table.cursor_coordinate.column
@@ -324,25 +350,30 @@ class OverviewScreen(DeckScreen):
 
     def _sparks(self, fleet: FleetSnapshot) -> Table:
         src = self.deck.source
-        width = max(8, (self.size.width - 24) // 4 - 12)
+        name_w = self._name_width()
+        width = max(6, (self.size.width - 2 - name_w - 4) // 4 - 8)
         grid = Table.grid(padding=(0, 1))
-        grid.add_column(width=18, no_wrap=True)
+        grid.add_column(width=name_w, no_wrap=True)
         for _ in range(4):
             grid.add_column(no_wrap=True)
         series = (("generation_tps", "gen", None), ("kv_usage", "KV", 1.0), ("waiting", "wait", None),
                   ("ttft_p99", "ttft99", None))
         for e in fleet.engines[:8]:
-            row: list[Text | str] = [Text(short_name(e.name)[:18], style="bold")]
+            row: list[Text | str] = [Text(short_name(e.name)[:name_w], style="bold")]
             for metric, label, hi in series:
                 vals = src.history.values((e.name, metric), last=width) if src is not None else []
-                t = Text(f"{label} ", style="dim")
-                t.append(spark(vals, width, hi=hi), style="cyan")
+                t = Text(f"{label:>6} ", style="dim")
+                if any(v == v for v in vals):  # at least one non-NaN point
+                    t.append(spark(vals, width, hi=hi), style="cyan")
+                else:
+                    t.append("n/a".ljust(width), style="dim")
                 row.append(t)
             grid.add_row(*row)
         return grid
 
     def _show_gpus(self, fleet: FleetSnapshot) -> None:
         table: DataTable[Text] = self.query_one("#gpus", DataTable)
+        table.display = bool(fleet.gpus.gpus)  # no empty grid: the title says why there are none
         engine_of = {i: e.name for e in fleet.engines for i in e.gpus}
         rows = {str(g.index): gpu_cells(g, engine_of) for g in fleet.gpus.gpus}
         order = list(rows)
@@ -383,10 +414,8 @@ class OverviewScreen(DeckScreen):
         if reverse:
             self.sort_reverse = not self.sort_reverse
         else:
-            keys = [c.key for c in SORTABLE]
-            if self._compact:
-                visible = {c.key for c in self._columns()}
-                keys = [k for k in keys if k in visible]
+            visible = {c.key for c in self._columns()}
+            keys = [c.key for c in SORTABLE if c.key in visible]
             i = keys.index(self.sort_key) if self.sort_key in keys else -1
             self.sort_key = keys[(i + 1) % len(keys)]
             self.sort_reverse = False

@@ -40,20 +40,20 @@ class SetupScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="setup"):
-            head = Text("No engines configured", style="bold")
-            head.append("\n\nenginedeck watches LLM inference engines. Tell it which ones, in one of three ways:\n")
-            yield Static(head)
-            yield Static(Text.assemble(("1. A configuration file ", "bold"), f"({self.config_path}):"))
+            yield Static(Text.assemble(
+                ("No engines configured.", "bold"),
+                "  Try it now with no GPU: press ", ("d", "bold reverse"),
+                " for the demo (simulated vLLM, SGLang, TensorRT-LLM and TGI on 8 simulated GPUs; "
+                "also `enginedeck demo`).",
+            ))
+            yield Static(Text.assemble(
+                ("Watch running endpoints, no file needed:\n", "bold"),
+                "  enginedeck attach vllm@http://127.0.0.1:8000 sglang@http://10.0.0.5:30000\n",
+                "  (add --api-key-env NAME when the engine needs a key)",
+            ))
+            yield Static(Text.assemble(("Or configure them in ", "bold"), (self.config_path, "bold"), ":"))
             yield Static(Syntax(EXAMPLE_CONFIG, "toml", theme="ansi_dark", background_color="default"),
                          id="setup-example")
-            yield Static(Text.assemble(
-                ("2. Attach to running endpoints, no file needed:\n", "bold"),
-                "   enginedeck attach vllm@http://127.0.0.1:8000 sglang@http://10.0.0.5:30000\n",
-                "   (add --api-key-env NAME when the engine needs a key)\n\n",
-                ("3. Try it with no GPU: ", "bold"),
-                "press ", ("d", "bold reverse"), " now, or run ", ("enginedeck demo", "bold"),
-                " (a simulated fleet: vLLM, SGLang, TensorRT-LLM and TGI on 8 simulated GPUs).",
-            ))
         yield Footer()
 
     def action_demo(self) -> None:

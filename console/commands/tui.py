@@ -1,0 +1,33 @@
+"""`enginedeck` (no subcommand): the console on the configured engines."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from console.ui.launch import add_console_flags
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("tui", help="the console on the configured engines (the default command)")
+    add_console_flags(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.config import load_config
+    from console.paths import config_file
+    from console.ui.launch import resolve_settings, run_console, run_setup
+
+    config = load_config(args.config)
+    settings = resolve_settings(args, config)
+    if not config.instances:
+        result = run_setup(settings, str(config.path or config_file()))
+        if result == "demo":
+            from console.commands.demo import run_demo
+
+            return run_demo(args)
+        return 0
+    run_console(config.instances, settings, config=config,
+                simulated=all(i.config.simulated for i in config.instances))
+    return 0
