@@ -220,7 +220,7 @@ def _samples_named(parsed: ParseResult, name: str, fams: set[str]) -> list[Sampl
     fam = parsed.families.get(name)
     if fam is not None:
         candidates.append(fam)
-    for suffix in ("_bucket", "_sum", "_count"):
+    for suffix in ("_bucket", "_sum", "_count", "_total"):
         if name.endswith(suffix):
             parent = parsed.families.get(name[: -len(suffix)])
             if parent is not None and parent is not fam:

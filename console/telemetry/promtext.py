@@ -33,6 +33,8 @@ Labels = tuple[tuple[str, str], ...]
 # Family kinds as written on ``# TYPE`` lines (OpenMetrics adds the last four; "unknown" = untyped).
 KINDS = frozenset({"counter", "gauge", "histogram", "summary", "untyped", "gaugehistogram", "info", "stateset"})
 _CHILD_SUFFIXES = ("_bucket", "_sum", "_count")
+# Where a sample may sit in a family of another name: histogram/summary children, OpenMetrics counters.
+_LOOKUP_SUFFIXES = (*_CHILD_SUFFIXES, "_total")
 _HAS_CHILDREN = frozenset({"histogram", "summary", "gaugehistogram"})
 
 _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -82,7 +84,7 @@ class ParseResult:
         fam = self.families.get(name)
         if fam is not None:
             out.extend(s for s in fam.samples if s.name == name)
-        for suffix in _CHILD_SUFFIXES:
+        for suffix in _LOOKUP_SUFFIXES:
             if name.endswith(suffix):
                 parent = self.families.get(name[: -len(suffix)])
                 if parent is not None and parent is not fam:
@@ -293,6 +295,11 @@ def _route(name: str, families: dict[str, Family], created_skip: set[str], keep_
             parent = families.get(name[: -len(suffix)])
             if parent is not None and (parent.kind in _HAS_CHILDREN or parent.kind == "untyped"):
                 return parent
+    if name.endswith("_total"):
+        # OpenMetrics style: "# TYPE x counter" with samples named x_total.
+        parent = families.get(name[: -len("_total")])
+        if parent is not None and parent.kind == "counter":
+            return parent
     if not keep_created and name.endswith("_created"):
         base = name[: -len("_created")]
         if base in families or base + "_total" in families:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.profiles import EngineProfile, get_profile, parse_profile
 from console.telemetry.normalize import normalize
+from console.telemetry.windows import EngineMetricsState
 from tests.telemetry import synth
 
 
@@ -214,3 +217,55 @@ def test_full_false_parses_only_mapped_families(vllm: EngineProfile) -> None:
     assert fast.unmapped == ()
     assert len(full.raw) > len(fast.raw) > 0
     assert {s.kind for s in full.raw} >= {"gauge", "counter", "histogram"}
+
+
+def test_openmetrics_counter_family_is_found_by_sample_name(vllm: EngineProfile) -> None:
+    text = '# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total{model_name="m",engine="0"} 7.0\n'
+    r = normalize(vllm, text)
+    assert r.models["m"].counter_total("prompt_tokens") == 7.0
+    assert "vllm:prompt_tokens" not in r.unmapped
+
+
+_PROFILES = [get_profile(n) for n in ("vllm", "sglang", "trtllm", "tgi", "llamacpp")]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(_PROFILES),
+    st.one_of(
+        st.binary(max_size=600),
+        st.text(
+            alphabet=st.sampled_from(list('[]{}",:0123456789.eE-+ \nabnumActiveRequestskvCacheStats')), max_size=300
+        ),
+        st.lists(
+            st.sampled_from(
+                [
+                    'vllm:num_requests_running{engine="0",model_name="m"} 1',
+                    'sglang:token_usage{tp_rank="1"} NaN',
+                    "tgi_request_input_length_sum 5",
+                    "llamacpp:requests_processing +Inf",
+                    'time_to_first_token_seconds_bucket{le="x"} 1',
+                    'trtllm_time_to_first_token_seconds_bucket{le="1.0",model_name="a"} 3',
+                    'trtllm_time_to_first_token_seconds_count{model_name="a"} 2',
+                    "# TYPE x histogram",
+                    "...",
+                    "x_bucket 1",
+                ]
+            ),
+            max_size=12,
+        ).map("\n".join),
+    ),
+)
+def test_normalize_never_raises(profile: EngineProfile, payload: bytes | str) -> None:
+    r = normalize(profile, payload)
+    assert r.ok == (r.sample_count > 0)
+    assert set(r.missing) | set(r.resolved) == set(profile.metrics.map)
+    r.raw  # noqa: B018 - builds lazily; must not raise either
+    state = EngineMetricsState(profile)
+    state.ingest(0.0, r)
+    state.ingest(1.0, normalize(profile, payload))
+    models, total = state.metrics()
+    assert len(models) == len(r.models)
+    for m in (*models, total):
+        for rates in (m.prompt_tps, m.generation_tps, m.request_rate):
+            assert all(v is None or v >= 0 for v in (rates.r5s, rates.r15s, rates.r60s))

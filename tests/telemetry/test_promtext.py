@@ -174,7 +174,7 @@ def test_never_raises_on_prometheus_like_text(text: str) -> None:
 
 
 _NAME = st.from_regex(r"[a-z_:][a-z0-9_:]{0,12}", fullmatch=True)
-_LVAL = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+_LVAL = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12)
 
 
 @settings(max_examples=200, deadline=None)
@@ -203,3 +203,18 @@ def test_valid_lines_survive_an_inserted_malformed_line(
     got = [(s.name, s.labels, s.value) for f in res.families.values() for s in f.samples]
     want = [(n, tuple(sorted(lab.items())), v) for n, lab, v in samples]
     assert sorted(got, key=repr) == sorted(want, key=repr)
+
+
+def test_openmetrics_style_counter_family_holds_its_total_sample() -> None:
+    text = (
+        "# TYPE vllm:prompt_tokens counter\n"
+        'vllm:prompt_tokens_total{model_name="m"} 5.0\n'
+        'vllm:prompt_tokens_created{model_name="m"} 1.7e9\n'
+        "# EOF\n"
+    )
+    res = parse(text)
+    assert res.errors == []
+    fam = res.families["vllm:prompt_tokens"]
+    assert fam.kind == "counter"
+    assert [(s.name, s.value) for s in fam.samples] == [("vllm:prompt_tokens_total", 5.0)]
+    assert [s.value for s in res.samples_named("vllm:prompt_tokens_total")] == [5.0]
