@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.integration import helpers
-from tests.integration.conftest import StartLlama
+from tests.integration.conftest import RunSim, StartLlama
 
 
 def run_to_completion(
@@ -76,6 +76,42 @@ def test_failed_container_start_leaves_nothing_behind(docker_client: Any, sim_im
         helpers.start_sim_container(docker_client, sim_image, ["--help"], network=f"missing-{uuid.uuid4().hex[:8]}")
     after = {c.id for c in docker_client.containers.list(all=True, filters={"label": helpers.TEST_LABEL})}
     assert after == before
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "tgi", "llamacpp"])
+def test_sim_container_serves_models_on_published_port(
+    docker_client: Any, run_sim: RunSim, engine: str
+) -> None:
+    sim = run_sim("--engine", engine)  # waits for 200 on /v1/models through the published port
+    with httpx.Client(base_url=sim.base_url, timeout=10) as client:
+        models = client.get("/v1/models").json()
+        assert models["data"] and all(m["id"] for m in models["data"]), models
+        assert client.get("/health").status_code == 200
+    labels = sim.container.attrs["Config"]["Labels"]
+    assert labels[helpers.TEST_LABEL] == helpers.SESSION_ID
+
+
+@pytest.mark.docker
+def test_sim_container_streams_and_is_removed(docker_client: Any, run_sim: RunSim) -> None:
+    sim = run_sim("--engine", "vllm", "--model", "sim-model")
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": 8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with httpx.Client(base_url=sim.base_url, timeout=30) as client, client.stream(
+        "POST", "/v1/chat/completions", json=body
+    ) as r:
+        assert r.status_code == 200, r.read()
+        events = read_sse(r)
+    assert events[-1] == "[DONE]"
+    assert events[-2]["usage"]["completion_tokens"] > 0
+    # The fixture removes containers at teardown; removing one early must not break that.
+    sim.container.remove(force=True)
+    assert not docker_client.containers.list(all=True, filters={"id": sim.container.id})
 
 
 # --- llama.cpp ---------------------------------------------------------------------------------
