@@ -129,6 +129,8 @@ class NvmlSource:
                 self._nvml = _load_pynvml()
         except ImportError as exc:
             return self._set_unavailable(f"nvidia-ml-py is not installed ({_reason(exc)})")
+        except Exception as exc:  # a broken install must not take the app down
+            return self._set_unavailable(f"pynvml failed to import ({type(exc).__name__}: {_reason(exc)})")
         try:
             self._nvml.nvmlInit()
         except Exception as exc:  # NVMLError_LibraryNotFound, _DriverNotLoaded, OSError, ...
@@ -182,7 +184,7 @@ class NvmlSource:
                 handles[index] = nv.nvmlDeviceGetHandleByIndex(index)
             except Exception as exc:  # e.g. GPU is lost: show the slot, not a missing row
                 errors[index] = _reason(exc)
-        uuids = {i: _text(self._get(i, "uuid", nv.nvmlDeviceGetUUID, h)) for i, h in handles.items()}
+        uuids = {i: _text(self._get(i, "uuid", "nvmlDeviceGetUUID", h)) for i, h in handles.items()}
         if self._want_xid:
             self._read_xid_events(handles, uuids)
         gpus: list[GpuSnapshot] = []
@@ -191,7 +193,7 @@ class NvmlSource:
                 gpus.append(GpuSnapshot(index=index, name=f"GPU {index} ({errors[index]})", uuid="", taken_at=now))
             else:
                 gpus.append(self._device(index, handles[index], uuids[index], now))
-        driver = self._get(-1, "driver", nv.nvmlSystemGetDriverVersion)
+        driver = self._get(-1, "driver", "nvmlSystemGetDriverVersion")
         fleet = GpuFleet(
             gpus=tuple(gpus),
             freshness=Freshness(state=SourceState.OK, updated_at=now),
@@ -208,9 +210,12 @@ class NvmlSource:
         base = self._last if self._last is not None else GpuFleet(source="nvml")
         return mark_stale(base, reason, self._stale_since)
 
-    def _get(self, index: int, field: str, fn: Callable[..., Any] | None, *args: Any) -> Any:
-        """One guarded getter: any error -> None; NotSupported/FunctionNotFound remembered."""
+    def _get(self, index: int, field: str, fn_name: str, *args: Any) -> Any:
+        """One guarded getter: any error -> None; NotSupported/FunctionNotFound remembered.
+
+        Looked up by name, so a getter an older pynvml lacks is simply n/a."""
         key = (index, field)
+        fn = getattr(self._nvml, fn_name, None)
         if fn is None or key in self._unsupported:
             return None
         try:
@@ -231,25 +236,25 @@ class NvmlSource:
 
     def _device(self, index: int, h: Any, uuid: str, now: float) -> GpuSnapshot:
         nv = self._nvml
-        name = _text(self._get(index, "name", nv.nvmlDeviceGetName, h)) or f"GPU {index}"
-        util = self._get(index, "util", nv.nvmlDeviceGetUtilizationRates, h)
+        name = _text(self._get(index, "name", "nvmlDeviceGetName", h)) or f"GPU {index}"
+        util = self._get(index, "util", "nvmlDeviceGetUtilizationRates", h)
         used, total = self._memory(index, h)
-        temp = self._get(index, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)
+        temp = self._get(index, "temp", "nvmlDeviceGetTemperature", h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))
         if temp is None:
-            temp = self._get(index, "tempv", getattr(nv, "nvmlDeviceGetTemperatureV", None), h, nv.NVML_TEMPERATURE_GPU)
-        power_mw = self._get(index, "power", nv.nvmlDeviceGetPowerUsage, h)
-        limit_mw = self._get(index, "limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
+            temp = self._get(index, "tempv", "nvmlDeviceGetTemperatureV", h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))
+        power_mw = self._get(index, "power", "nvmlDeviceGetPowerUsage", h)
+        limit_mw = self._get(index, "limit", "nvmlDeviceGetEnforcedPowerLimit", h)
         if limit_mw is None:
-            limit_mw = self._get(index, "limit2", nv.nvmlDeviceGetPowerManagementLimit, h)
-        sm_clock = self._get(index, "smclk", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
-        mem_clock = self._get(index, "memclk", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM)
+            limit_mw = self._get(index, "limit2", "nvmlDeviceGetPowerManagementLimit", h)
+        sm_clock = self._get(index, "smclk", "nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1))
+        mem_clock = self._get(index, "memclk", "nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2))
         ecc = self._get(
             index,
             "ecc",
-            nv.nvmlDeviceGetTotalEccErrors,
+            "nvmlDeviceGetTotalEccErrors",
             h,
-            nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-            nv.NVML_VOLATILE_ECC,
+            getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+            getattr(nv, "NVML_VOLATILE_ECC", 0),
         )
         return GpuSnapshot(
             index=index,
@@ -283,21 +288,17 @@ class NvmlSource:
                 self._mem_v2_ok[index] = False
                 info = None
         if info is None:
-            info = self._get(index, "mem", nv.nvmlDeviceGetMemoryInfo, h)
+            info = self._get(index, "mem", "nvmlDeviceGetMemoryInfo", h)
         if info is None:
             return None, None
         return _int(getattr(info, "used", None)), _int(getattr(info, "total", None))
 
     def _processes(self, index: int, h: Any) -> tuple[GpuProcess, ...]:
-        nv = self._nvml
         merged: dict[int, int | None] = {}
         for kind in ("Compute", "Graphics"):
-            current = getattr(nv, f"nvmlDeviceGet{kind}RunningProcesses", None)
-            procs = self._get(index, f"procs-{kind}", current, h)
+            procs = self._get(index, f"procs-{kind}", f"nvmlDeviceGet{kind}RunningProcesses", h)
             if procs is None:  # v3 struct missing in an old driver: the v2 call still works there
-                procs = self._get(
-                    index, f"procs-{kind}-v2", getattr(nv, f"nvmlDeviceGet{kind}RunningProcesses_v2", None), h
-                )
+                procs = self._get(index, f"procs-{kind}-v2", f"nvmlDeviceGet{kind}RunningProcesses_v2", h)
             for p in procs or ():
                 pid = _int(getattr(p, "pid", None))
                 if pid is None:

@@ -269,6 +269,26 @@ def test_not_supported_fields_are_none_only_for_that_field(no_output: None) -> N
     assert fake.calls["mem-v2"] - before["mem-v2"] == 1  # v2 not retried on GPU 1
 
 
+class OldNvml(FakeNvml):
+    """A pynvml that predates some getters (they are simply absent from the module)."""
+
+    MISSING = frozenset({"nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetEnforcedPowerLimit", "nvmlEventSetCreate"})
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in OldNvml.MISSING:
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_getters_missing_from_an_old_pynvml_are_na(no_output: None) -> None:
+    fleet = NvmlSource(OldNvml(two_gpus().devices), name_of=names).collect()
+    g0 = fleet.gpus[0]
+    assert fleet.freshness.state is SourceState.OK
+    assert g0.ecc_errors is None and g0.xid_errors == ()
+    assert g0.power_limit_w is None  # no fallback getter in the fake either
+    assert g0.util_percent == 87.0 and g0.power_w == pytest.approx(512.345) and len(g0.processes) == 2
+
+
 def test_init_once_shutdown_on_close() -> None:
     fake = two_gpus()
     src = NvmlSource(fake, name_of=names)
