@@ -26,6 +26,7 @@ from console.model import Freshness, GpuFleet, GpuProcess, GpuSnapshot, SourceSt
 from console.telemetry.deadline import DeadlineExceeded, DeadlineWorker, WorkerBusy, WorkerClosed
 
 DEFAULT_TIMEOUT_S = 2.0
+DEFAULT_INIT_TIMEOUT_S = 10.0
 XID_HISTORY = 16  # XID codes kept per GPU (most recent last)
 _XID_DRAIN_MAX = 64  # events read per collect at most, so a storm cannot stall a tick
 
@@ -377,11 +378,11 @@ def _int(value: object) -> int | None:
 class NvmlPoller:
     """``NvmlSource`` behind a deadline: one dedicated daemon thread, never two calls at once.
 
-    ``poll()`` (blocking, at most ``timeout_s``) and ``apoll()`` (awaitable) return the newest
-    fleet; when NVML overruns the deadline, or is still stuck in an earlier call, they return the
-    last fleet marked ``STALE`` with reason ``"NVML call timed out after 2.0 s"`` and
-    ``stale_since`` set at the first failure. The stuck thread is left alone; once it returns the
-    next poll collects normally again.
+    ``poll()`` (blocking, at most ``timeout_s``, or ``init_timeout_s`` until NVML is initialised)
+    and ``apoll()`` (awaitable) return the newest fleet; when NVML overruns the deadline, or is
+    still stuck in an earlier call, they return the last fleet marked ``STALE`` with reason
+    ``"NVML call timed out after 2.0 s"`` and ``stale_since`` set at the first failure. The stuck
+    thread is left alone; once it returns the next poll collects normally again.
     """
 
     def __init__(
@@ -389,10 +390,13 @@ class NvmlPoller:
         source: NvmlSource | None = None,
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.source = source if source is not None else NvmlSource()
         self.timeout_s = timeout_s
+        # nvmlInit plus the first sweep can take seconds on a multi-GPU box without persistence mode.
+        self.init_timeout_s = max(timeout_s, init_timeout_s)
         self._clock = clock
         self._worker = DeadlineWorker("enginedeck-nvml")
         self._last: GpuFleet | None = None
@@ -413,12 +417,18 @@ class NvmlPoller:
 
     @property
     def timeout_reason(self) -> str:
-        return f"NVML call timed out after {self.timeout_s:.1f} s"
+        return f"NVML call timed out after {self._deadline():.1f} s"
+
+    def _deadline(self) -> float:
+        return self.timeout_s if self.source.initialised else self.init_timeout_s
 
     def poll(self) -> GpuFleet:
+        deadline = self._deadline()
         try:
-            fleet = self._worker.call(self.source.collect, self.timeout_s)
-        except (DeadlineExceeded, WorkerBusy):
+            fleet = self._worker.call(self.source.collect, deadline)
+        except DeadlineExceeded as exc:
+            return self._stale(f"NVML call timed out after {exc.timeout_s:.1f} s")
+        except WorkerBusy:
             return self._stale(self.timeout_reason)
         except WorkerClosed:
             return self._stale("NVML source closed")
@@ -428,8 +438,10 @@ class NvmlPoller:
 
     async def apoll(self) -> GpuFleet:
         try:
-            fleet = await self._worker.acall(self.source.collect, self.timeout_s)
-        except (DeadlineExceeded, WorkerBusy):
+            fleet = await self._worker.acall(self.source.collect, self._deadline())
+        except DeadlineExceeded as exc:
+            return self._stale(f"NVML call timed out after {exc.timeout_s:.1f} s")
+        except WorkerBusy:
             return self._stale(self.timeout_reason)
         except WorkerClosed:
             return self._stale("NVML source closed")

@@ -432,11 +432,12 @@ def test_hung_call_gives_stale_then_recovers(no_output: None) -> None:
 def test_hang_on_the_first_call_gives_an_empty_stale_fleet() -> None:
     fake = two_gpus()
     fake.hang.set()
-    poller = NvmlPoller(NvmlSource(fake), timeout_s=0.3)
+    poller = NvmlPoller(NvmlSource(fake), timeout_s=0.3, init_timeout_s=0.6)
     try:
         fleet = poller.poll()
         assert fleet.gpus == () and fleet.freshness.state is SourceState.STALE
-        assert fleet.freshness.updated_at is None and fleet.freshness.reason == "NVML call timed out after 0.3 s"
+        # the first call (nvmlInit + first sweep) gets the longer init deadline
+        assert fleet.freshness.updated_at is None and fleet.freshness.reason == "NVML call timed out after 0.6 s"
     finally:
         fake.release.set()
         poller.close()
@@ -464,7 +465,7 @@ async def test_async_poll_hang_and_recovery(no_output: None) -> None:
 def test_close_while_hung_does_not_block_or_call_nvml() -> None:
     fake = two_gpus()
     fake.hang.set()
-    poller = NvmlPoller(NvmlSource(fake), timeout_s=0.2)
+    poller = NvmlPoller(NvmlSource(fake), timeout_s=0.2, init_timeout_s=0.2)
     poller.poll()
     t0 = time.monotonic()
     poller.close()
