@@ -1,0 +1,96 @@
+"""Real simulator processes on 127.0.0.1 for the client tests (free ports, always cleaned up)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sim_available() -> bool:
+    return (ROOT / "console" / "sim" / "server.py").exists() and (ROOT / "console" / "commands" / "sim.py").exists()
+
+
+needs_sim = pytest.mark.skipif(not sim_available(), reason="console/sim not present")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class SimProc:
+    def __init__(self, engine: str, *args: str) -> None:
+        self.engine = engine
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "console", "sim", "--engine", engine, "--port", str(self.port),
+               "--no-access-log", *args]  # fmt: skip
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+
+    @property
+    def ref(self) -> str:
+        return f"{self.engine}@{self.url}"
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"simulator exited with {self.proc.returncode}: {err[-500:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/v1/models", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"simulator {self.engine} not ready after {timeout}s")
+
+    def state(self) -> dict[str, object]:
+        import json
+
+        with urllib.request.urlopen(f"{self.url}/_sim/state", timeout=5) as r:
+            return dict(json.loads(r.read()))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if self.proc.stderr:
+            self.proc.stderr.close()
+
+
+@contextlib.contextmanager
+def sims(*specs: tuple[str, ...]) -> Iterator[list[SimProc]]:
+    procs: list[SimProc] = []
+    try:
+        for spec in specs:
+            procs.append(SimProc(spec[0], *spec[1:]))
+        for p in procs:
+            p.wait_ready()
+        yield procs
+    finally:
+        for p in procs:
+            p.stop()

@@ -1,0 +1,135 @@
+"""End to end against real simulator processes: usage, cancellation, the bench command, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from console.cli import main
+from console.client.http import Cancellable, HTTPClient
+from console.client.stream import GenParams, build_body, endpoint_path, stream_request
+from console.client.timing import RequestRecord, compute
+from console.client.workloads import WorkloadSpec, generate
+from console.profiles import get_profile
+
+from .simproc import free_port, needs_sim, sims
+
+pytestmark = needs_sim
+SPEED = "4"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "tgi", "llamacpp"])
+@pytest.mark.parametrize("kind", ["chat", "completions"])
+async def test_usage_counts_match_and_prompt_len_is_predictable(engine: str, kind: str) -> None:
+    prof = get_profile(engine)
+    with sims((engine, "--speed", SPEED)) as (sim,):
+        client = HTTPClient(sim.url)
+        try:
+            models = await __import__("console.client.stream", fromlist=["x"]).list_models(client, prof.api, None)
+            p = generate(WorkloadSpec(input_len=40, output_len=12), 1, seed=1)[0]
+            content = p.chat_messages() if kind == "chat" else p.completion_text()
+            body, mode = build_body(prof.api, kind, models[0], content,  # type: ignore[arg-type]
+                                    GenParams(max_tokens=12, fixed_length=True))
+            rec = await stream_request(client, endpoint_path(prof.api, kind), orjson.dumps(body),  # type: ignore[arg-type]
+                                       RequestRecord(0), keep_text=True)
+        finally:
+            client.close()
+        assert rec.ok, rec.error
+        m = compute(rec)
+        st = sim.state()
+        server = st["requests"][-1]  # type: ignore[index]
+        assert rec.prompt_tokens == server["prompt_tokens"]
+        assert rec.completion_tokens == server["completion_tokens"]
+        assert not m.tokens_estimated
+        if kind == "completions":
+            assert rec.prompt_tokens == 40  # one word = one token: the prompt length is predictable
+        if mode != "natural":
+            assert rec.completion_tokens == 12
+        assert m.output_tokens == rec.completion_tokens
+        assert m.continuous_usage == prof.api.supports_continuous_usage or m.bundling == pytest.approx(
+            rec.completion_tokens / len(rec.event_t_ns)
+        )
+
+
+async def test_cancel_closes_stream_and_simulator_running_count_drops() -> None:
+    prof = get_profile("vllm")
+    with sims(("vllm",)) as (sim,):
+        client = HTTPClient(sim.url)
+        body, _ = build_body(prof.api, "completions", "Qwen/Qwen3-0.6B", "one two three", GenParams(max_tokens=2000))
+        cancel = Cancellable()
+        rec = RequestRecord(0)
+        task = asyncio.create_task(
+            stream_request(client, "/v1/completions", orjson.dumps(body), rec, cancel=cancel)
+        )
+        for _ in range(300):
+            await asyncio.sleep(0.02)
+            if len(rec.event_t_ns) >= 3:
+                break
+        assert sim.state()["running"] == 1
+        cancel.cancel()
+        await asyncio.wait_for(task, 5)
+        assert rec.cancelled and not rec.ok
+        running = None
+        for _ in range(100):
+            running = sim.state()["running"]
+            if running == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert running == 0
+        client.close()
+
+
+def test_bench_acceptance_two_engines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.json"
+    md = tmp_path / "out.md"
+    with sims(("vllm", "--speed", "8"), ("sglang", "--speed", "8")) as (a, b):
+        code = main(["bench", "--engine", a.ref, "--engine", b.ref, "--concurrency", "1,8", "--num-prompts", "64",
+                     "--input-len", "128", "--output-len", "64", "--json", str(out), "--markdown", str(md),
+                     "--quiet", "--no-gpu"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "TTFT p50 (ms)" in captured.out and "C=1" in captured.out and "C=8" in captured.out
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "enginedeck.bench/1"
+    assert [e["profile"] for e in doc["engines"]] == ["vllm", "sglang"]
+    assert len(doc["runs"]) == 2
+    for run in doc["runs"]:
+        for level in run["levels"]:
+            assert level["requests"]["completed"] == 64 and level["requests"]["failed"] == 0
+            assert level["tokens"]["output_mean"] == 64 and level["tokens"]["prompt_mean"] == 128
+            assert level["length_mode"] == "ignore_eos"
+            assert len([r for r in level["records"] if not r["warmup"]]) == 64
+            assert level["server"]["available"]
+    assert doc["prompt_token_check"]["ok"] and doc["prompt_token_check"]["compared"] > 0
+    lv = doc["summary"]["levels"][1]
+    assert lv["ratio_b_a"]["ttft_p50_ms"] is not None
+    assert "| TTFT p50 (ms) |" in md.read_text()
+
+
+def test_shared_prefix_beats_random_on_hit_rate_and_ttft(tmp_path: Path) -> None:
+    """Read from the engine's own metrics: the shared-prefix workload hits the prefix cache."""
+    results = {}
+    with sims(("vllm", "--speed", "8")) as (a,):
+        for wl in ("random", "shared-prefix"):
+            out = tmp_path / f"{wl}.json"
+            code = main(["bench", "--engine", a.ref, "--concurrency", "4", "--num-prompts", "48", "--input-len", "512",
+                         "--output-len", "8", "--workload", wl, "--json", str(out), "--quiet", "--no-gpu"])  # fmt: skip
+            assert code == 0
+            results[wl] = json.loads(out.read_text())["runs"][0]["levels"][0]
+    rnd, shp = results["random"], results["shared-prefix"]
+    assert rnd["server"]["prefix_hit_rate"] is not None and shp["server"]["prefix_hit_rate"] is not None
+    assert shp["server"]["prefix_hit_rate"] > rnd["server"]["prefix_hit_rate"] + 0.3
+    assert shp["latency"]["ttft_ms"]["p50"] < rnd["latency"]["ttft_ms"]["p50"]
+    assert shp["server"]["ttft"]["p50_ms"] <= rnd["server"]["ttft"]["p50_ms"]
+
+
+def test_unreachable_engine_is_one_line_and_nonzero(capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    code = main(["bench", "--engine", f"vllm@http://127.0.0.1:{port}", "--concurrency", "1", "--num-prompts", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "not ready" in err and "Traceback" not in err
