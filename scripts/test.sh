@@ -21,31 +21,51 @@ is_set() { case "${!1:-}" in "" | 0 | false | no) return 1 ;; *) return 0 ;; esa
 stage_start() { STAGE_T0=$(date +%s.%N); printf '\n=== %s\n' "$1" >&2; }
 stage_end() { awk -v a="$STAGE_T0" -v b="$(date +%s.%N)" -v s="$1" 'BEGIN { printf "=== %s: %.1f s\n", s, b - a }' >&2; }
 
-# Run a provision script; eval the `export ...` lines it prints. A failure stops everything here:
-# the tests behind it could only fail with less helpful messages.
-provision() {
-  local name=$1 out
-  stage_start "provision $name"
-  if ! out=$("scripts/provision/$name.sh"); then
-    echo "test.sh: provisioning '$name' failed (see the messages above)" >&2
-    exit 1
-  fi
-  eval "$out"
-  stage_end "provision $name"
+# Provision scripts print `export ...` lines (eval'd here) and log to stderr. A provisioning failure
+# stops everything here: the tests behind it could only fail with less helpful messages.
+# llama.cpp runs in the background while Docker provisions: on a fresh machine its ~5-7 min
+# compile then overlaps the apt/base-image work instead of following it.
+tmp=$(mktemp -d)
+llama_pid=
+cleanup() {
+  # The background provisioner is a process group of its own (setsid): stop all of it (pip, cmake, cc).
+  if [ -n "$llama_pid" ] && kill -0 "$llama_pid" 2>/dev/null; then kill -TERM -- "-$llama_pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
 }
-
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 skipped=()
-if is_set ENGINEDECK_SKIP_DOCKER; then
-  skipped+=("docker (ENGINEDECK_SKIP_DOCKER=$ENGINEDECK_SKIP_DOCKER)")
-else
-  provision docker
-fi
 if is_set ENGINEDECK_SKIP_LLAMACPP; then
   skipped+=("llamacpp (ENGINEDECK_SKIP_LLAMACPP=$ENGINEDECK_SKIP_LLAMACPP)")
 elif [ -x "${ENGINEDECK_LLAMA_SERVER:-}" ] && [ -f "${ENGINEDECK_TINY_GGUF:-}" ]; then
   echo "test.sh: using pre-set ENGINEDECK_LLAMA_SERVER and ENGINEDECK_TINY_GGUF" >&2
 else
-  provision llamacpp
+  llama_t0=$(date +%s.%N)
+  echo "=== provision llamacpp (background)" >&2
+  setsid scripts/provision/llamacpp.sh >"$tmp/llamacpp.env" &
+  llama_pid=$!
+fi
+if is_set ENGINEDECK_SKIP_DOCKER; then
+  skipped+=("docker (ENGINEDECK_SKIP_DOCKER=$ENGINEDECK_SKIP_DOCKER)")
+else
+  stage_start "provision docker"
+  if ! out=$(scripts/provision/docker.sh); then
+    echo "test.sh: provisioning 'docker' failed (see the messages above)" >&2
+    exit 1
+  fi
+  eval "$out"
+  stage_end "provision docker"
+fi
+if [ -n "$llama_pid" ]; then
+  status=0
+  wait "$llama_pid" || status=$?
+  llama_pid=
+  if [ "$status" -ne 0 ]; then
+    echo "test.sh: provisioning 'llamacpp' failed (see the messages above)" >&2
+    exit 1
+  fi
+  eval "$(cat "$tmp/llamacpp.env")"
+  STAGE_T0=$llama_t0 stage_end "provision llamacpp (background, wall time)"
 fi
 for s in ${skipped[@]+"${skipped[@]}"}; do
   echo "test.sh: SKIPPED service $s - its tests will be reported as skipped" >&2

@@ -18,6 +18,11 @@ apt_install() {
   fi
   export DEBIAN_FRONTEND=noninteractive
   log "apt-get install $*"
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  # Serialised: the docker and llamacpp provisioners may run at the same time (scripts/test.sh), and
+  # apt-get fails at once when another apt holds the dpkg lock.
+  (
+    flock 8
+    apt-get update -qq >&2
+    apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "$@" >/dev/null
+  ) 8>/var/lock/enginedeck-apt.lock
 }

@@ -62,7 +62,9 @@ start_daemon() {
     log "reusing the running Docker daemon ($(docker version -f '{{.Server.Version}}' 2>/dev/null))"
     return 0
   fi
-  if [ "$(id -u)" -ne 0 ] && [ -S /var/run/docker.sock ] && [ ! -w /var/run/docker.sock ] && [ -z "${DOCKER_HOST:-}" ]; then
+  # A daemon chosen through DOCKER_HOST is someone else's to start.
+  [ -z "${DOCKER_HOST:-}" ] || die "no Docker daemon answers at DOCKER_HOST=$DOCKER_HOST"
+  if [ "$(id -u)" -ne 0 ] && [ -S /var/run/docker.sock ] && [ ! -w /var/run/docker.sock ]; then
     die "no permission on /var/run/docker.sock (join the 'docker' group), or set ENGINEDECK_SKIP_DOCKER=1 to skip the Docker tests"
   fi
   [ "$(id -u)" -eq 0 ] || die "the Docker daemon does not answer and only root can start it here; start dockerd (as root), or set ENGINEDECK_SKIP_DOCKER=1 to skip the Docker tests"
