@@ -140,6 +140,7 @@ async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressF
                     "output_tput": summary["throughput"].get("output_tput"),
                 })  # fmt: skip
         runs.append({"engine": e.name, "repeat": rep, "position": pos, "levels": levels_out})
+    labels = short_labels(cfg.engines)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -150,7 +151,7 @@ async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressF
         "config": _config_dict(cfg),
         "engines": [
             {
-                "name": e.name, "profile": e.profile.name, "url": e.url, "model": models[i],
+                "name": e.name, "label": labels[i], "profile": e.profile.name, "url": e.url, "model": models[i],
                 "api_key_env": e.api_key_env, "length_mode": length_mode(e.profile.api, cfg.params.fixed_length),
                 "continuous_usage_requested": e.profile.api.supports_continuous_usage,
             }
@@ -162,6 +163,18 @@ async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressF
     doc["prompt_token_check"] = prompt_token_check(cfg, raw_by_key)
     doc["summary"] = combine(doc)
     return doc
+
+
+def short_labels(engines: Sequence[EngineTarget]) -> list[str]:
+    """Column titles: configured names as they are; PROFILE@URL as the profile (plus port if ambiguous)."""
+    base = [e.profile.name if "@" in e.name else e.name for e in engines]
+    out = []
+    for e, b in zip(engines, base, strict=True):
+        if base.count(b) > 1 and "@" in e.name:
+            port = e.url.rsplit(":", 1)[-1].split("/")[0]
+            b = f"{b}:{port}"
+        out.append(b)
+    return out if len(set(out)) == len(out) else [e.name for e in engines]
 
 
 def prompt_token_check(cfg: BenchConfig, raws: dict[tuple[int, int, int], LevelRaw]) -> dict[str, Any]:
@@ -259,6 +272,9 @@ def combine(doc: dict[str, Any]) -> dict[str, Any]:
             per_engine[name] = metrics
             flags[name] = {
                 "client_bound": any(_dig(s, ("client", "client_bound")) for s in sums),
+                "client_bound_reasons": sorted(
+                    {x for s in sums for x in (_dig(s, ("client", "client_bound_reasons")) or [])}
+                ),
                 "bundled": any((_dig(s, ("tokens", "bundled_requests")) or 0) > 0 for s in sums),
                 "tokens_estimated": any((_dig(s, ("tokens", "estimated_requests")) or 0) > 0 for s in sums),
                 "length_mode": sums[0]["length_mode"] if sums else None,
@@ -271,7 +287,9 @@ def combine(doc: dict[str, Any]) -> dict[str, Any]:
             a, b = per_engine[names[0]], per_engine[names[1]]
             for key, _ in SUMMARY_METRICS:
                 va, vb = a.get(key), b.get(key)
-                ratio[key] = vb["median"] / va["median"] if va and vb and va["median"] else None
+                # Ratios only of positive quantities (a signed difference has no meaningful ratio).
+                ok = va and vb and va["median"] > 0 and vb["median"] >= 0
+                ratio[key] = vb["median"] / va["median"] if ok else None
         levels.append({
             "label": doc["config"]["levels"][li]["label"], "engines": per_engine, "flags": flags, "ratio_b_a": ratio,
         })  # fmt: skip

@@ -79,12 +79,24 @@ def table_rows(level: dict[str, Any], names: Sequence[str]) -> list[list[str]]:
     return rows
 
 
+def _label(doc: dict[str, Any], name: str) -> str:
+    for e in doc.get("engines", []):
+        if e["name"] == name:
+            return str(e.get("label") or name)
+    return name
+
+
+def _labels(doc: dict[str, Any]) -> list[str]:
+    return [_label(doc, n) for n in doc["summary"]["engines"]]
+
+
 def _notes(doc: dict[str, Any], level: dict[str, Any]) -> list[str]:
     notes = []
     for name, f in level["flags"].items():
         bits = [f"length: {f['length_mode']}"]
         if f["client_bound"]:
-            bits.append("CLIENT-BOUND (numbers include client overhead)")
+            why = ", ".join(f.get("client_bound_reasons") or [])
+            bits.append(f"CLIENT-BOUND ({why}): latencies include client/host delay")
         if f["bundled"]:
             bits.append("chunk bundling (per-token ITL corrected)")
         if f["tokens_estimated"]:
@@ -93,7 +105,7 @@ def _notes(doc: dict[str, Any], level: dict[str, Any]) -> list[str]:
             bits.append(f"engine metrics n/a{': ' + f['server_metrics_error'] if f['server_metrics_error'] else ''}")
         if f.get("gpu_reason"):
             bits.append(f"GPU n/a: {f['gpu_reason']}")
-        notes.append(f"{name}: " + "; ".join(bits))
+        notes.append(f"{_label(doc, name)}: " + "; ".join(bits))
     return notes
 
 
@@ -109,10 +121,11 @@ def render_text(doc: dict[str, Any]) -> str:
         title = f"{level['label']}  ·  {_workload_line(doc)}"
         t = Table(title=title, title_justify="left", show_lines=False)
         t.add_column("metric")
-        for n in names:
-            t.add_column(n, justify="right")
+        labels = _labels(doc)
+        for lab in labels:
+            t.add_column(lab, justify="right")
         if len(names) >= 2:
-            t.add_column(f"{names[1]}/{names[0]}", justify="right")
+            t.add_column(f"{labels[1]}/{labels[0]}", justify="right")
         for row in table_rows(level, names):
             t.add_row(*row)
         console.print(t)
@@ -140,11 +153,15 @@ def _workload_line(doc: dict[str, Any]) -> str:
 
 def to_markdown(doc: dict[str, Any]) -> str:
     names = doc["summary"]["engines"]
-    out = [f"# Benchmark: {' vs '.join(names)}", "", f"Workload: {_workload_line(doc)}", ""]
+    labels = _labels(doc)
+    out = [f"# Benchmark: {' vs '.join(labels)}", "", f"Workload: {_workload_line(doc)}", ""]
+    out.extend(f"- {lab}: {e['profile']} at {e['url']}, model {e['model']}" for lab, e in zip(labels, doc["engines"],
+                                                                                          strict=False))
+    out.append("")
     for level in doc["summary"]["levels"]:
         out.append(f"## {level['label']}")
         out.append("")
-        header = ["metric", *names] + ([f"{names[1]}/{names[0]}"] if len(names) >= 2 else [])
+        header = ["metric", *labels] + ([f"{labels[1]}/{labels[0]}"] if len(names) >= 2 else [])
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
         for row in table_rows(level, names):
