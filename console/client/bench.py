@@ -288,8 +288,8 @@ def combine(doc: dict[str, Any]) -> dict[str, Any]:
             for key, _ in SUMMARY_METRICS:
                 va, vb = a.get(key), b.get(key)
                 # Ratios only of positive quantities (a signed difference has no meaningful ratio).
-                ok = va and vb and va["median"] > 0 and vb["median"] >= 0
-                ratio[key] = vb["median"] / va["median"] if ok else None
+                ok = va is not None and vb is not None and va["median"] > 0 and vb["median"] >= 0
+                ratio[key] = vb["median"] / va["median"] if ok and va is not None and vb is not None else None
         levels.append({
             "label": doc["config"]["levels"][li]["label"], "engines": per_engine, "flags": flags, "ratio_b_a": ratio,
         })  # fmt: skip
