@@ -268,6 +268,25 @@ def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
     return True
 
 
+_LE_CACHE: dict[str, float | None] = {}
+
+
+def _le_bound(labels: SeriesKey) -> float | None:
+    for k, v in labels:
+        if k == "le":
+            bound = _LE_CACHE.get(v)
+            if bound is None and v not in _LE_CACHE:
+                try:
+                    bound = float(v)
+                except ValueError:
+                    bound = None
+                if len(_LE_CACHE) > 10_000:
+                    _LE_CACHE.clear()
+                _LE_CACHE[v] = bound
+            return bound
+    return None
+
+
 class _HistAcc:
     __slots__ = ("buckets", "count", "sum")
 
@@ -309,16 +328,37 @@ class _ModelAcc:
         self.replicas: set[SeriesKey] = set()
 
 
+# Label splitting per profile layout, kept across scrapes (the same label sets recur every scrape).
+_Split = tuple[str, SeriesKey, SeriesKey, SeriesKey]
+_SPLIT_CACHES: dict[tuple[str, frozenset[str], frozenset[str]], dict[SeriesKey, _Split]] = {}
+_SPLIT_CACHE_MAX = 50_000
+
+
 class _Builder:
     def __init__(self, model_label: str, replica_labels: Iterable[str], shard_labels: Iterable[str]) -> None:
         self.model_label = model_label
         self.replica_labels = frozenset(replica_labels)
         self.shard_labels = frozenset(shard_labels)
-        self.drop = frozenset({model_label, "le", *self.shard_labels} - {""})
         self.models: dict[str, _ModelAcc] = {}
+        config = (model_label, self.replica_labels, self.shard_labels)
+        cache = _SPLIT_CACHES.get(config)
+        if cache is None:
+            if len(_SPLIT_CACHES) > 64:
+                _SPLIT_CACHES.clear()
+            cache = _SPLIT_CACHES[config] = {}
+        self.split_cache = cache
 
     def _split(self, labels: SeriesKey) -> tuple[str, SeriesKey, SeriesKey, SeriesKey]:
-        """labels -> (model, series key, shard key, replica key)."""
+        """labels -> (model, series key, shard key, replica key); cached across scrapes."""
+        hit = self.split_cache.get(labels)
+        if hit is not None:
+            return hit
+        if len(self.split_cache) > _SPLIT_CACHE_MAX:
+            self.split_cache.clear()
+        hit = self.split_cache[labels] = self._split_uncached(labels)
+        return hit
+
+    def _split_uncached(self, labels: SeriesKey) -> tuple[str, SeriesKey, SeriesKey, SeriesKey]:
         model = ""
         key: list[tuple[str, str]] = []
         shard: list[tuple[str, str]] = []
@@ -380,38 +420,47 @@ class _Builder:
                 acc.counters[canonical] = series
 
     def _add_histogram(self, canonical: str, mapping: MetricMapping, samples: list[Sample]) -> None:
-        # model -> series key -> shard key -> accumulator
-        per_model: dict[str, dict[SeriesKey, dict[SeriesKey, _HistAcc]]] = {}
+        # (model, series key, shard key) -> accumulator; the hot loop of a large payload.
+        accs: dict[tuple[str, SeriesKey, SeriesKey], _HistAcc] = {}
+        match = mapping.match
+        split = self._split
+        seen: set[str] = set()
         for s in samples:
-            model, key, shard, replica = self._split(s.labels)
-            acc_m = self._model(model)
-            acc_m.replicas.add(replica)
-            shards = per_model.setdefault(model, {})
-            if not _match(s.labels, mapping.match) or math.isnan(s.value):
+            labels = s.labels
+            value = s.value
+            model, key, shard, replica = split(labels)
+            if match and not _match(labels, match):
+                self._model(model).replicas.add(replica)  # the metric exists for this model
+                seen.add(model)
                 continue
-            h = shards.setdefault(key, {}).get(shard)
+            ident = (model, key, shard)
+            h = accs.get(ident)
             if h is None:
-                h = shards[key][shard] = _HistAcc()
+                h = accs[ident] = _HistAcc()
+                self._model(model).replicas.add(replica)
+                seen.add(model)
+            if value != value:  # NaN
+                continue
             name = s.name
-            if name.endswith("_bucket"):
-                le = next((v for k, v in s.labels if k == "le"), None)
-                if le is None:
-                    continue
-                try:
-                    bound = float(le)
-                except ValueError:
-                    continue
-                h.buckets[bound] = s.value
-            elif name.endswith("_sum"):
-                h.sum = s.value
-            elif name.endswith("_count"):
-                h.count = s.value
-        for model, by_key in per_model.items():
-            out: dict[SeriesKey, HistogramSeries] = {}
-            for key, by_shard in by_key.items():
-                best = max(by_shard.values(), key=_HistAcc.total)
-                out[key] = best.build(mapping.scale)
-            self.models[model].histograms[canonical] = out
+            if name[-7:] == "_bucket":
+                bound = _le_bound(labels)
+                if bound is not None:
+                    h.buckets[bound] = value
+            elif name[-4:] == "_sum":
+                h.sum = value
+            elif name[-6:] == "_count":
+                h.count = value
+        # Shards of one series: keep the one with the largest count, whole.
+        best: dict[tuple[str, SeriesKey], _HistAcc] = {}
+        for (model, key, _shard), h in accs.items():
+            prev = best.get((model, key))
+            if prev is None or h.total() > prev.total():
+                best[(model, key)] = h
+        out: dict[str, dict[SeriesKey, HistogramSeries]] = {m: {} for m in seen}
+        for (model, key), h in best.items():
+            out[model][key] = h.build(mapping.scale)
+        for model, series in out.items():
+            self.models[model].histograms[canonical] = series
 
     def build(self) -> dict[str, ModelReading]:
         return {

@@ -268,17 +268,17 @@ def parse(
                 labels = label_cache.get(ltext)
                 if labels is None:
                     labels = parse_labels(ltext)
-                value = _parse_value(line[close + 1 :].split())
+                tokens = line[close + 1 :].split()
             else:
                 labels = ()
-                value = _parse_value(line[sp + 1 :].split() if sp != -1 else [])
+                tokens = line[sp + 1 :].split() if sp != -1 else []
+            # Fast path: a lone value (no timestamp).
+            value = float(tokens[0]) if len(tokens) == 1 else _parse_value(tokens)
         except ValueError as exc:
             error(idx + 1, str(exc) or "malformed sample", line)
             continue
         fam.samples.append(Sample(name, labels, value))
         n_samples += 1
-        if fam.kind == "untyped" and name.endswith("_bucket") and fam.name != name:
-            fam.kind = "histogram"  # inferred from an untyped X_bucket{le=...}
     result.sample_count = n_samples
     if result.error_count > len(errors) and len(errors) >= max_errors:
         errors.append(f"... {result.error_count - len(errors)} more malformed lines not listed")
@@ -294,6 +294,8 @@ def _route(name: str, families: dict[str, Family], created_skip: set[str], keep_
         if name.endswith(suffix):
             parent = families.get(name[: -len(suffix)])
             if parent is not None and (parent.kind in _HAS_CHILDREN or parent.kind == "untyped"):
+                if parent.kind == "untyped" and suffix == "_bucket":
+                    parent.kind = "histogram"  # inferred from an untyped X_bucket
                 return parent
     if name.endswith("_total"):
         # OpenMetrics style: "# TYPE x counter" with samples named x_total.
@@ -307,7 +309,7 @@ def _route(name: str, families: dict[str, Family], created_skip: set[str], keep_
     if name.endswith("_bucket"):
         # An undeclared histogram (e.g. an excerpt that lost its TYPE line): group under its base.
         base = name[: -len("_bucket")]
-        fam = Family(base, "untyped")
+        fam = Family(base, "histogram")  # inferred
         families[base] = fam
         return fam
     fam = Family(name, "untyped")
