@@ -47,7 +47,8 @@ class PhaseReporter:
         self._unsub = manager.subscribe(self._on_state)
 
     def _on_state(self, st: InstanceState) -> None:
-        if st.name != self.name:
+        # Creating is brief, and a failure is printed once, as the command's error line.
+        if st.name != self.name or st.phase in (Phase.CREATING, Phase.FAILED):
             return
         with self._lock:
             key = (st.phase, st.detail if st.phase is not Phase.LOADING else "")

@@ -232,6 +232,16 @@ def launch(client: Any, spec: LaunchSpec) -> DockerHandle:
     try:
         container = client.containers.create(**create_kwargs(spec))
         container.start()
+        container.reload()
+        ports = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
+        if container.status == "running" and not ports.get(f"{spec.container_port}/tcp"):
+            # dockerd with --bridge=none ignores -p on the default network without an error.
+            container.remove(force=True, v=True)
+            container = None
+            raise LifecycleError(
+                f"port {spec.address} was not published (dockerd runs without its default bridge, "
+                "--bridge=none?); restart dockerd with bridge networking"
+            )
     except _errors() as exc:
         err = translate_docker_error(exc, instance=spec.name, image=spec.image, port=spec.address)
         try:
@@ -384,9 +394,10 @@ def pull_progress(events: Iterator[Mapping[str, Any]], cb: Callable[[float, str]
             got = sum(
                 2 * v if k in done else min(down.get(k, 0), v) + min(extract.get(k, 0), v) for k, v in total.items()
             )
-            pct = min(100.0, 50.0 * got / size)
+            # Totals grow as layers become known: never let the bar go backwards.
+            pct = max(last, min(100.0, 50.0 * got / size))
         else:
-            pct = 0.0
+            pct = max(last, 0.0)
         if pct != last or status.startswith(("Status", "Digest")):
             last = pct
             cb(pct, status)

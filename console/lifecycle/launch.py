@@ -29,7 +29,8 @@ LABEL_INSTANCE = "enginedeck.instance"
 LABEL_PROFILE = "enginedeck.profile"
 LABEL_HASH = "enginedeck.config-hash"
 
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+# "{name}" is a placeholder; "{{name}}" is the literal text "{name}". Other braces (JSON) stay as they are.
+_PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}|\{([a-z_]+)\}")
 _SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY)", re.IGNORECASE)
 
 GpuSpec = Literal["all", "none"] | int | list[int]
@@ -44,10 +45,15 @@ def expand(template: Sequence[str], values: Mapping[str, str], extra: Sequence[s
             continue
 
         def sub(m: re.Match[str], element: str = element) -> str:
-            key = m.group(1)
+            if m.group(1) is not None:
+                return "{" + m.group(1) + "}"
+            key = m.group(2)
             if key not in values:
                 known = ", ".join("{" + k + "}" for k in sorted(values))
-                raise UserError(f"template element {element!r}: unknown placeholder {{{key}}} (known: {known})")
+                raise UserError(
+                    f"template element {element!r}: unknown placeholder {{{key}}} "
+                    f"(known: {known}; write {{{{{key}}}}} for a literal)"
+                )
             return values[key]
 
         out.append(_PLACEHOLDER.sub(sub, element))

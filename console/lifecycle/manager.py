@@ -318,6 +318,7 @@ class LifecycleManager:
                     config_changed=bool(expected_hash) and ph.rec.config_hash != expected_hash,
                     detail=f"running (started by enginedeck pid {ph.rec.owner_pid})",
                 )
+            self._probe_once(slot)
             self._publish(slot)
             self._supervise(slot)
             return
@@ -351,9 +352,11 @@ class LifecycleManager:
                 slot.machine.attached(Phase.STOPPING, container_id=info.id, address=", ".join(info.ports))
                 lines = dh.tail(20)
                 slot.machine.exited(info.exit_code, oom=info.oom_killed, last_lines=lines)
+        if running:
+            self._probe_once(slot)
         self._publish(slot)
         if running:
-            self._supervise(slot, log_tail=2000)
+            self._supervise(slot)
 
     # ----------------------------------------------------------------- start
     def _do_start(self, slot: _Slot) -> InstanceState:
@@ -426,7 +429,16 @@ class LifecycleManager:
         return self.status(inst.name)
 
     # ----------------------------------------------------------------- watching
-    def _supervise(self, slot: _Slot, log_tail: int | None = None) -> None:
+    def _probe_once(self, slot: _Slot) -> None:
+        import httpx
+
+        inst = slot.inst
+        with httpx.Client(timeout=PROBE_TIMEOUT, trust_env=False) as http:
+            result = probe_ready(http, inst.url, inst.profile.health.ready_path, inst.api_key)
+        with slot.lock:
+            slot.machine.probe(result)
+
+    def _supervise(self, slot: _Slot) -> None:
         handle = slot.handle
         if handle is None:
             return
@@ -489,9 +501,21 @@ class LifecycleManager:
                             functools.partial(self._do_stop, slot, None, reason=verdict.reason, audit_action="give-up")
                         )
                 self._publish(slot)
-                phase = self.status(inst.name).phase
-                interval = PROBE_INTERVAL_READY if phase is Phase.READY else PROBE_INTERVAL_STARTING
-                self._closed.wait(interval)
+                self._closed.wait(self._probe_interval(slot))
+
+    def _probe_interval(self, slot: _Slot) -> float:
+        """Fast polls right after launch (a llama.cpp 503 window can be 100 ms), slower later."""
+        with slot.lock:
+            st = slot.machine.state
+        if st.phase in (Phase.READY, Phase.DEGRADED, Phase.UNHEALTHY):
+            return PROBE_INTERVAL_READY
+        started = next((t for p, t in reversed(st.history) if p is Phase.STARTING), st.since)
+        age = self._clock() - started
+        if age < 2.0:
+            return 0.05
+        if age < 10.0:
+            return 0.2
+        return PROBE_INTERVAL_STARTING
 
     def _last_lines(self, slot: _Slot, handle: Handle) -> tuple[str, ...]:
         if slot.log_thread is not None:

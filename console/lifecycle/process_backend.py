@@ -398,8 +398,6 @@ def attach(name: str) -> ForeignProcessHandle | None:
     rec = read_record(name)
     if rec is None:
         return None
-    if rec.owner_pid == os.getpid() and rec.pgid in registered_groups():
-        return None  # ours; the manager already holds its handle
     if not rec.alive():
         drop_record(name, rec.pid)
         return None
