@@ -16,7 +16,7 @@ from console.model import EngineSnapshot, Freshness, Phase, Quantiles, SourceSta
 GIB = 1024**3
 NA_STYLE = "dim"
 
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY|AUTH)", re.IGNORECASE)
+_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API[_-]?KEY|AUTH)", re.IGNORECASE)
 
 
 def na() -> Text:

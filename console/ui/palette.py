@@ -20,9 +20,8 @@ class ActionsProvider(Provider):
         app = self.app
         if not isinstance(app, DeckApp):
             return []
-        # The palette is a screen of its own: list by the screen underneath it.
-        under = app.screen_stack[-2] if len(app.screen_stack) >= 2 else app.screen
-        name = getattr(under, "deck_name", "") or type(under).__name__
+        # Textual hands providers the screen the palette was opened from.
+        name = getattr(self.screen, "deck_name", "") or type(self.screen).__name__
         return [
             a
             for a in app.registry.visible(read_only=app.options.read_only)

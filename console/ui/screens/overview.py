@@ -16,7 +16,16 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Footer, Input, Static
 
-from console.model import EngineSnapshot, FleetSnapshot, GpuFleet, GpuSnapshot, HostSnapshot, ModelMetrics, Rates
+from console.model import (
+    EngineSnapshot,
+    FleetSnapshot,
+    GpuFleet,
+    GpuSnapshot,
+    HostSnapshot,
+    ModelMetrics,
+    Phase,
+    Rates,
+)
 from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
@@ -101,6 +110,8 @@ COLUMNS: tuple[Column, ...] = (
            lambda e: _num(_rate(_m(e).error_rate)), 3),
 )
 SORTABLE = [c for c in COLUMNS if c.sort is not None]
+IDENTITY_COLS = frozenset({"name", "kind", "model", "phase", "gpus"})
+GONE = frozenset({Phase.UNREACHABLE, Phase.EXITED, Phase.FAILED, Phase.UNHEALTHY})
 
 GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
     ("gpu", "GPU", 12, "gpu_util"),
@@ -296,10 +307,16 @@ class OverviewScreen(DeckScreen):
         rows: dict[str, list[Text]] = {}
         for e in engines:
             cells = [c.render(e, ctx) for c in cols]
-            if e.metrics_freshness.stale or not e.reachable:
-                # Last known values, not live ones: dim them (the health cell says why).
+            if not e.reachable and e.phase in GONE:
+                # Not answering: no live value to show (the attention line says why and since when).
+                cells = [
+                    t if c.key in IDENTITY_COLS else Text("--", style="dim")
+                    for c, t in zip(cols, cells, strict=True)
+                ]
+            elif e.metrics_freshness.stale:
+                # Last known values, not live ones: dim them (the health cell says "stale").
                 for c, t in zip(cols, cells, strict=True):
-                    if c.key not in ("name", "phase"):
+                    if c.key not in IDENTITY_COLS:
                         t.stylize("dim")
             rows[e.name] = cells
         order = [e.name for e in engines]

@@ -1,0 +1,30 @@
+"""Fixtures for console UI tests: a DeckApp over a FrozenSource with a fixed clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from console.profiles import load_profiles
+from console.ui.app import DeckApp, UiOptions
+from tests.ui.frozen import FrozenSource, clock
+
+AppFactory = Callable[..., DeckApp]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The developer's own config and profiles must not leak into tests.
+    monkeypatch.setenv("ENGINEDECK_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ENGINEDECK_STATE_DIR", str(tmp_path / "state"))
+
+
+@pytest.fixture
+def make_app() -> AppFactory:
+    def make(source: FrozenSource | None = None, **options: Any) -> DeckApp:
+        src = source if source is not None else FrozenSource()
+        return DeckApp(src, options=UiOptions(simulated=True, **options), profiles=load_profiles(), clock=clock)
+
+    return make
