@@ -2,7 +2,8 @@
 
 CPU percentages are deltas between two calls (psutil's ``interval=None`` style): the collector
 keeps its own counters, so the first reading after construction already covers the time since
-construction and no other psutil user in the process disturbs them. A process seen for the first
+construction and no other psutil user in the process disturbs them (host CPU is ``None`` when
+called again within 0.1 s, too short a span to mean anything). A process seen for the first
 time has no CPU figure yet (``None`` rather than psutil's meaningless first ``0.0``).
 """
 
@@ -18,6 +19,8 @@ from typing import Any
 import psutil
 
 from console.model import Freshness, HostSnapshot, SourceState
+
+MIN_CPU_INTERVAL_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +49,16 @@ def _cpu_busy_total(t: Any) -> tuple[float, float]:
 class HostCollector:
     """Host totals plus per-process-group stats. Cheap enough to call every tick on the loop thread."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._clock = clock
+        self._monotonic = monotonic
         self._last_cpu = _cpu_busy_total(psutil.cpu_times())  # primes the host counter
+        self._last_cpu_at = monotonic()
         self._procs: dict[int, tuple[psutil.Process, bool]] = {}  # pid -> (process, cpu primed)
         self._hostname = socket.gethostname()
 
@@ -59,11 +69,16 @@ class HostCollector:
         problems: list[str] = []
         cpu: float | None = None
         try:
-            busy, total = _cpu_busy_total(psutil.cpu_times())
-            last_busy, last_total = self._last_cpu
-            if total > last_total:
-                cpu = min(100.0, max(0.0, 100.0 * (busy - last_busy) / (total - last_total)))
-            self._last_cpu = (busy, total)
+            mono = self._monotonic()
+            # Under MIN_CPU_INTERVAL_S the delta is a handful of clock ticks: noise, not a figure.
+            # The baseline is kept then, so the next call measures over the longer span.
+            if mono - self._last_cpu_at >= MIN_CPU_INTERVAL_S:
+                busy, total = _cpu_busy_total(psutil.cpu_times())
+                last_busy, last_total = self._last_cpu
+                if total > last_total:
+                    cpu = min(100.0, max(0.0, 100.0 * (busy - last_busy) / (total - last_total)))
+                self._last_cpu = (busy, total)
+                self._last_cpu_at = mono
         except (psutil.Error, OSError) as exc:
             problems.append(f"cpu: {exc}")
         mem_used = mem_total = None

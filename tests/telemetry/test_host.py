@@ -71,6 +71,18 @@ def test_host_snapshot_fields() -> None:
     assert snap.load_avg is not None and len(snap.load_avg) == 3 and all(x >= 0 for x in snap.load_avg)
 
 
+def test_host_cpu_needs_a_real_interval() -> None:
+    now = [0.0]
+    host = HostCollector(monotonic=lambda: now[0])
+    assert host.collect().cpu_percent is None  # no time has passed since construction
+    now[0] = 0.05
+    assert host.collect().cpu_percent is None
+    now[0] = 1.0
+    time.sleep(0.2)  # let the kernel's CPU counters move (they tick every 10 ms)
+    cpu = host.collect().cpu_percent
+    assert cpu is not None and 0.0 <= cpu <= 100.0
+
+
 def test_host_cpu_is_non_blocking_and_sees_a_busy_process(busy: subprocess.Popen[bytes]) -> None:
     host = HostCollector()
     time.sleep(1.0)
