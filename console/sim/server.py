@@ -80,7 +80,7 @@ class SimServer:
         self.port = sock.getsockname()[1]
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
         self._routes(app)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         for line in self.flavour.startup_lines(self.host, self.port):
             self.log(line)

@@ -308,13 +308,13 @@ class LlamacppFlavour(Flavour):
 
         app.router.add_get("/props", props)
         app.router.add_get("/slots", slots)
-        app.router.add_get("/v1/health", lambda _: self._health())
-        app.router.add_get("/models", lambda _: self._models())
+        app.router.add_get("/v1/health", self._health)
+        app.router.add_get("/models", self._models)
 
-    async def _health(self) -> web.Response:
+    async def _health(self, _: web.Request) -> web.Response:
         return self.health_ok()
 
-    async def _models(self) -> web.Response:
+    async def _models(self, _: web.Request) -> web.Response:
         return json_response(self.models_payload())
 
     def startup_lines(self, host: str, port: int) -> list[str]:
