@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -89,7 +90,7 @@ def test_notifications_are_coalesced_to_max_rate() -> None:
     assert len(updates) >= 2
     # Every line is covered exactly once by the notices, and lines that fell out are counted.
     assert updates[0].first_new == 0
-    for a, b in zip(updates, updates[1:], strict=False):
+    for a, b in itertools.pairwise(updates):
         assert b.first_new == a.end
     assert sum(u.dropped for u in updates) == 10_000
     assert len(buf) == 10_000

@@ -132,7 +132,7 @@ def test_crash_after_ready_is_exited_with_code_and_oom(clock: FakeClock) -> None
     m.exited(137, oom=True, last_lines=("killed",))
     assert m.phase is Phase.EXITED
     assert m.state.oom_killed
-    assert "exited unexpectedly with exit code 137 (OOMKilled)" == m.state.detail
+    assert m.state.detail == "exited unexpectedly with exit code 137 (OOMKilled)"
 
 
 def test_stop_countdown_and_kill(clock: FakeClock) -> None:

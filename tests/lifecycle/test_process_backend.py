@@ -119,7 +119,8 @@ def test_stubborn_group_gets_countdown_then_sigkill(make_manager: Any) -> None:
     code = """
         import signal, subprocess, sys, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+        deaf = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+        child = subprocess.Popen([sys.executable, "-c", deaf])
         print("child", child.pid, flush=True)
         while True:
             time.sleep(0.1)
@@ -223,8 +224,10 @@ from console.config import parse_config
 from console.lifecycle.manager import LifecycleManager
 from console.lifecycle.process_backend import install_signal_cleanup
 install_signal_cleanup()
+engine = ("import subprocess, sys, time; "
+          "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); time.sleep(120)")
 cfg = parse_config({"engines": {"o": {"profile": "vllm", "managed": "process", "model": "m", "port": %d,
-    "command": ["{python}", "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); time.sleep(120)"]}}}, "t.toml")
+    "command": ["{python}", "-c", engine]}}}, "t.toml")
 m = LifecycleManager(cfg)
 st = m.start("o").result()
 print(st.pid, flush=True)
