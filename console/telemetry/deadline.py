@@ -89,7 +89,7 @@ class DeadlineWorker:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-        self._jobs.put((fn, fut))  # type: ignore[arg-type]
+            self._jobs.put((fn, fut))  # type: ignore[arg-type]  # under the lock: never behind close()'s stop
         return fut
 
     def call(self, fn: Callable[[], T], timeout_s: float) -> T:
