@@ -344,8 +344,8 @@ class Hub:
         poller = NvmlPoller()
         self._nvml_poller = poller
         while True:
-            # poll() waits at most its own deadline; a hung NVML call leaves the last data stale.
-            fleet = await asyncio.to_thread(poller.poll)
+            # apoll() waits at most its own deadline; a hung NVML call leaves the last data stale.
+            fleet = await poller.apoll()
             fleet = self._attribute(fleet)
             with self._lock:
                 self._gpus = fleet
@@ -383,6 +383,7 @@ class Hub:
             gpus = self._simulated_gpus(engines)
             with self._lock:
                 self._gpus = gpus
+        engines = self._with_gpu_owners(engines)
         with self._lock:
             snap = FleetSnapshot(taken_at=now, engines=engines, gpus=self._gpus, host=self._host)
             self._latest = snap
@@ -391,6 +392,22 @@ class Hub:
         self._published.set()
         for fn in listeners:
             fn(snap)
+
+    def _with_gpu_owners(self, engines: tuple[EngineSnapshot, ...]) -> tuple[EngineSnapshot, ...]:
+        """Engines learn which GPUs they hold from the GPU side (attributed processes, or the
+        simulated placement) unless the configuration pinned them."""
+        from console.telemetry.attribution import engine_gpus
+
+        held = engine_gpus(self._gpus)
+        sim = getattr(self, "_simgpu", None)
+        if sim is not None:
+            for name, placement in sim.placements.items():
+                held.setdefault(name, tuple(placement.gpus))
+        out = []
+        for e in engines:
+            gpus = self._gpu_assignment.get(e.name) or held.get(e.name, ())
+            out.append(e if gpus == e.gpus else replace(e, gpus=gpus))
+        return tuple(out)
 
     def _record(self, snap: FleetSnapshot) -> None:
         h, t = self.history, snap.taken_at

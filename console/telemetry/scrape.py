@@ -70,10 +70,20 @@ def _error_message(body: bytes) -> str:
     return ""
 
 
+def _root_causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return chain
+
+
 def _describe(exc: Exception, timeout: float) -> str:
     if isinstance(exc, httpx.ConnectError):
-        text = str(exc).lower()
-        if "refused" in text:
+        chain = _root_causes(exc)
+        text = " ".join(str(e) for e in chain).lower()
+        if any(isinstance(e, ConnectionRefusedError) for e in chain) or "refused" in text:
             return "connection refused"
         if "name or service" in text or "nodename" in text or "resolve" in text:
             return "host not found"
