@@ -103,7 +103,7 @@ class _Slot:
         self.gpu_pids: set[int] = set()
         self.log_thread: threading.Thread | None = None
         self.log_stop = threading.Event()
-        self.supervised = False
+        self.adopted = False  # an adopted container is stopped but never removed by enginedeck
         self.published: InstanceState | None = None
 
 
@@ -326,11 +326,13 @@ class LifecycleManager:
             return
         client = self._client()
         dh = docker_backend.attach(client, inst.name)
+        slot.adopted = False
         if dh is None:
             adopted = _adopted().get(inst.name)
             if adopted:
                 with contextlib.suppress(Exception):
                     dh = docker_backend.DockerHandle(client.containers.get(adopted))
+                    slot.adopted = True
         if dh is None:
             return
         info = docker_backend.describe(dh.container)
@@ -562,8 +564,14 @@ class LifecycleManager:
             self._audit(audit_action, slot, "failed", exc.message)
             raise
         handle = slot.handle
+        if handle is None and inst.config.managed == "docker":
+            foreign = _find_monitor_only(self._client(), inst)
+            if foreign is not None:
+                msg = f"{inst.name}: container {foreign} was not started by enginedeck; adopt it first to control it"
+                self._audit(audit_action, slot, "refused", msg)
+                raise LifecycleError(msg, 1)
         if handle is None or handle.poll() is not None:
-            if handle is not None:  # a crashed container: clean it away
+            if handle is not None and not slot.adopted:  # a crashed container: clean it away
                 with contextlib.suppress(LifecycleError):
                     handle.remove()
                 slot.handle = None
@@ -584,7 +592,8 @@ class LifecycleManager:
             with slot.lock:
                 slot.machine.exited(info.code, oom=info.oom_killed, last_lines=lines, note=note)
             try:
-                handle.remove()
+                if not slot.adopted:
+                    handle.remove()
             except LifecycleError as exc:
                 with slot.lock:
                     slot.machine.note(warning=f"could not remove the stopped container: {exc.message}")
@@ -797,22 +806,22 @@ class LifecycleManager:
         docker_error: str | None = None
         containers: list[tuple[docker_backend.ContainerInfo, str | None]] = []
         # Docker is asked even without docker instances: `ps` also lists engines it recognises.
-        if True:
-            try:
-                images: dict[str, str] = {}
-                for slot_ in self._slots.values():
-                    images.setdefault(
-                        docker_backend.image_repo(slot_.inst.profile.container.image), slot_.inst.profile.name
-                    )
-                from console.profiles import load_profiles
+        images: dict[str, str] = {}
+        for slot_ in self._slots.values():
+            prof_ = slot_.inst.profile
+            if slot_.inst.config.image:
+                images.setdefault(docker_backend.image_repo(slot_.inst.config.image), prof_.name)
+            images.setdefault(prof_.container.image, prof_.name)
+        from console.profiles import load_profiles
 
-                with contextlib.suppress(UserError):
-                    for prof in load_profiles().values():
-                        images.setdefault(prof.container.image, prof.name)
-                containers = docker_backend.list_containers(self._client(), images)
-            except LifecycleError as exc:
-                docker_error = exc.message
-                self._drop_client()
+        with contextlib.suppress(UserError):
+            for prof in load_profiles().values():
+                images.setdefault(prof.container.image, prof.name)
+        try:
+            containers = docker_backend.list_containers(self._client(), images)
+        except LifecycleError as exc:
+            docker_error = exc.message
+            self._drop_client()
         by_instance = {c.instance: c for c, _ in containers if c.managed and c.instance}
         seen_ids: set[str] = set()
         adopted = {v[:12]: k for k, v in _adopted().items()}
