@@ -141,7 +141,7 @@ def frozen_history(fleet: FleetSnapshot, points: int = 300) -> History:
         t = T0 - (points - 1 - k)
         for n, e in enumerate(fleet.engines):
             for m, metric in enumerate(ENGINE_SERIES):
-                base = 1.0 if metric in ("kv_usage", "prefix_hit_rate") else 100.0
+                base = 1.0 if metric in ("kv_usage", "prefix_hit_rate") else 0.2 if "_p" in metric else 100.0
                 v = base * (0.5 + 0.4 * math.sin((k + 7 * n + 3 * m) / 9.0))
                 if e.phase is Phase.UNREACHABLE and k > points - 30:
                     h.append((e.name, metric), t, None)  # the gap since it went away
@@ -149,7 +149,8 @@ def frozen_history(fleet: FleetSnapshot, points: int = 300) -> History:
                     h.append((e.name, metric), t, v)
         for g in fleet.gpus.gpus:
             for m, metric in enumerate(GPU_SERIES):
-                h.append((f"gpu:{g.index}", metric), t, 50 + 40 * math.sin((k + g.index + m) / 11.0))
+                scale = 1e9 if metric == "mem_used" else 1.0  # bytes
+                h.append((f"gpu:{g.index}", metric), t, scale * (50 + 40 * math.sin((k + g.index + m) / 11.0)))
         for metric in HOST_SERIES:
             h.append(("host", metric), t, 30.0)
     return h

@@ -199,8 +199,7 @@ class EngineScreen(DeckScreen):
         if src is None:
             return
         for c in self.query(Chart):
-            width = max(8, c.size.width)
-            c.set_values(src.history.values((e.name, c.metric), last=width))
+            c.set_values(src.history.values((e.name, c.metric), last=Chart.POINTS))
 
     def _show_raw(self, e: EngineSnapshot) -> None:
         table: DataTable[Text] = self.query_one("#raw-table", DataTable)

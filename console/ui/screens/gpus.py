@@ -41,7 +41,7 @@ class GpuScreen(DeckScreen):
     def compose(self) -> ComposeResult:
         yield TopBar()
         yield Static(id="gpu-title")
-        t: DataTable[Text] = DataTable(id="gpus", cursor_type="cell")
+        t: DataTable[Text] = DataTable(id="gpu-list", cursor_type="cell")
         yield t
         yield Static(id="gpu-sel")
         with Grid(id="gpu-charts"):
@@ -54,7 +54,7 @@ class GpuScreen(DeckScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        t = self.query_one("#gpus", DataTable)
+        t = self.query_one("#gpu-list", DataTable)
         for key, label, width, _ in GPU_COLUMNS:
             t.add_column(label, key=key, width=width)
         p = self.query_one("#procs", DataTable)
@@ -66,7 +66,7 @@ class GpuScreen(DeckScreen):
     def _current(self, fleet: FleetSnapshot) -> GpuSnapshot | None:
         if not fleet.gpus.gpus:
             return None
-        t = self.query_one("#gpus", DataTable)
+        t = self.query_one("#gpu-list", DataTable)
         if self._order and t.row_count:
             key = self._order[min(t.cursor_coordinate.row, len(self._order) - 1)]
         else:
@@ -76,7 +76,7 @@ class GpuScreen(DeckScreen):
     def show_fleet(self, fleet: FleetSnapshot) -> None:
         now = self.deck.clock()
         self.query_one("#gpu-title", Static).update(gpu_title(fleet.gpus, now))
-        table: DataTable[Text] = self.query_one("#gpus", DataTable)
+        table: DataTable[Text] = self.query_one("#gpu-list", DataTable)
         engine_of = {i: e.name for e in fleet.engines for i in e.gpus}
         rows = {str(g.index): gpu_cells(g, engine_of) for g in fleet.gpus.gpus}
         order = list(rows)
@@ -121,7 +121,7 @@ class GpuScreen(DeckScreen):
         if src is not None:
             for key, *_ in GPU_CHARTS:
                 c = self.query_one(f"#gchart-{key}", Chart)
-                c.set_values(src.history.values((f"gpu:{g.index}", key), last=max(8, c.size.width)))
+                c.set_values(src.history.values((f"gpu:{g.index}", key), last=Chart.POINTS))
         pids = {p: e.name for e in fleet.engines for p in e.pids}
         rows: list[list[Text]] = []
         for p in g.processes:
@@ -142,7 +142,7 @@ class GpuScreen(DeckScreen):
             for r in rows:
                 procs.add_row(*r)
 
-    @on(DataTable.RowHighlighted, "#gpus")
+    @on(DataTable.RowHighlighted, "#gpu-list")
     def _row(self) -> None:
         if self.deck.fleet is not None:
             self._show_selected(self.deck.fleet)
@@ -156,7 +156,7 @@ class GpuScreen(DeckScreen):
         return owners[0] if owners else None
 
     def explain_target(self) -> tuple[str, str | None]:
-        t = self.query_one("#gpus", DataTable)
+        t = self.query_one("#gpu-list", DataTable)
         col = min(t.cursor_coordinate.column, len(GPU_COLUMNS) - 1)
         return (GPU_COLUMNS[col][3], self.selected_engine())
 

@@ -84,6 +84,9 @@ class Chart(Widget):
         self._values: list[float] = []
         self.metric = ""  # explain key, set by the owner
 
+    # Owners pass this many points; render() shows as many as the current width allows.
+    POINTS = 400
+
     def set_values(self, values: list[float]) -> None:
         if values != self._values:
             self._values = values
