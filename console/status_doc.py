@@ -101,7 +101,16 @@ def engine_doc(e: EngineSnapshot) -> dict[str, Any]:
     }
 
 
-def gpu_doc(g: GpuSnapshot) -> dict[str, Any]:
+def gpu_owners(g: GpuSnapshot, engines: tuple[EngineSnapshot, ...]) -> list[str]:
+    """Engines holding this GPU: attributed processes first, then engines assigned to it."""
+    owners = dict.fromkeys(g.engines)
+    for e in engines:
+        if g.index in e.gpus:
+            owners.setdefault(e.name)
+    return list(owners)
+
+
+def gpu_doc(g: GpuSnapshot, engines: tuple[EngineSnapshot, ...] = ()) -> dict[str, Any]:
     return {
         "index": g.index,
         "name": g.name,
@@ -119,7 +128,7 @@ def gpu_doc(g: GpuSnapshot) -> dict[str, Any]:
         "mem_clock_mhz": g.mem_clock_mhz,
         "ecc_errors": g.ecc_errors,
         "xid_errors": list(g.xid_errors),
-        "engines": list(g.engines),
+        "engines": gpu_owners(g, engines),
         "processes": [
             {"pid": p.pid, "used_bytes": p.used_bytes, "name": p.name, "container": p.container, "engine": p.engine}
             for p in g.processes
@@ -127,14 +136,14 @@ def gpu_doc(g: GpuSnapshot) -> dict[str, Any]:
     }
 
 
-def gpus_doc(f: GpuFleet) -> dict[str, Any]:
+def gpus_doc(f: GpuFleet, engines: tuple[EngineSnapshot, ...] = ()) -> dict[str, Any]:
     return {
         "source": f.source,
         "available": not f.unavailable_reason,
         "reason": f.unavailable_reason or None,
         "driver_version": f.driver_version,
         "freshness": freshness_doc(f.freshness),
-        "devices": [gpu_doc(g) for g in f.gpus],
+        "devices": [gpu_doc(g, engines) for g in f.gpus],
     }
 
 
@@ -157,6 +166,6 @@ def status_doc(snap: FleetSnapshot) -> dict[str, Any]:
         "schema": SCHEMA,
         "taken_at": snap.taken_at,
         "engines": [engine_doc(e) for e in snap.engines],
-        "gpus": gpus_doc(snap.gpus),
+        "gpus": gpus_doc(snap.gpus, snap.engines),
         "host": host_doc(snap.host),
     }

@@ -68,10 +68,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _wait_until_collected(hub: Any, deadline: float) -> None:
-    """Wait until every engine has been probed at least once (its health freshness has a verdict)."""
+    """Wait until every engine has been probed once (its health has a verdict) and the host is in."""
     while time.monotonic() < deadline:
         snap = hub.latest()
-        if all(e.health_freshness.reason != "not collected yet" for e in snap.engines):
+        if snap.host is not None and all(e.health_freshness.reason != "not collected yet" for e in snap.engines):
             return
         time.sleep(0.05)
 
@@ -101,6 +101,7 @@ def _ms(v: float | None) -> str:
 
 def render_text(snap: Any) -> str:
     from console.model import FleetSnapshot
+    from console.status_doc import gpu_owners
 
     assert isinstance(snap, FleetSnapshot)
     lines = []
@@ -129,7 +130,7 @@ def render_text(snap: Any) -> str:
         sim = " (simulated)" if gpu.simulated else ""
         lines.append(
             f"GPU{gpu.index} {gpu.name}{sim}: util {_num(gpu.util_percent)}% HBM {used}/{total} GiB "
-            f"{_num(gpu.temperature_c)}C {_num(gpu.power_w)}W  {', '.join(gpu.engines) or '-'}"
+            f"{_num(gpu.temperature_c)}C {_num(gpu.power_w)}W  {', '.join(gpu_owners(gpu, snap.engines)) or '-'}"
         )
     h = snap.host
     if h is not None:
