@@ -108,6 +108,8 @@ def render_text(snap: Any) -> str:
     header = (f"{'ENGINE':<34} {'PHASE':<11} {'RUN':>4} {'WAIT':>4} {'KV':>6} {'HIT':>6} "
               f"{'GEN/s':>7} {'PRM/s':>7} {'TTFT50':>7} {'TTFT99':>7} {'ITL50':>6}")
     lines.append(header)
+    if not snap.engines:
+        lines.append("(no engines: configure some (enginedeck config path) or pass --engine PROFILE@URL)")
     for e in snap.engines:
         m = e.total
         stale = f"  [stale: {e.metrics_freshness.reason}]" if e.metrics_freshness.stale else ""
@@ -137,5 +139,6 @@ def render_text(snap: Any) -> str:
         mem = "n/a" if h.mem_used_bytes is None or not h.mem_total_bytes else (
             f"{h.mem_used_bytes / 2**30:.1f}/{h.mem_total_bytes / 2**30:.1f} GiB")
         load = " ".join(f"{x:.2f}" for x in h.load_avg) if h.load_avg else "n/a"
-        lines.append(f"host {h.hostname}: cpu {_num(h.cpu_percent, '{:.0f}')}% mem {mem} load {load}")
+        cpu = "n/a" if h.cpu_percent is None else f"{h.cpu_percent:.0f}%"
+        lines.append(f"host {h.hostname}: cpu {cpu} mem {mem} load {load}")
     return "\n".join(lines)
