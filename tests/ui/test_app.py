@@ -106,7 +106,7 @@ async def test_navigation_between_screens(make_app: AppFactory) -> None:
         await pilot.press("g")
         await pilot.pause()
         assert isinstance(app.screen, GpuScreen)
-        assert app.screen.query_one("#gpus", DataTable).row_count == 8
+        assert app.screen.query_one("#gpu-list", DataTable).row_count == 8
         await pilot.press("o")
         await pilot.pause()
         assert isinstance(app.screen, OverviewScreen)
