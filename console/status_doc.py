@@ -95,6 +95,8 @@ def engine_doc(e: EngineSnapshot) -> dict[str, Any]:
         "managed": e.managed,
         "gpus": list(e.gpus),
         "pids": list(e.pids),
+        "cpu_percent": _round(e.cpu_percent, 1),
+        "rss_bytes": e.rss_bytes,
         "summary": model_doc(total) if total is not None else None,
         "per_model": [model_doc(m) for m in e.models],
         "missing_metrics": list(e.missing),

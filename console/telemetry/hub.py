@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 
@@ -325,7 +325,7 @@ class Hub:
         source = HostSource()
         while True:
             try:
-                host = await asyncio.wait_for(asyncio.to_thread(source.collect), timeout=2.0)
+                host = await asyncio.wait_for(asyncio.to_thread(self._collect_host, source), timeout=2.0)
             except TimeoutError:
                 prev = self._host
                 if prev is not None:
@@ -337,6 +337,16 @@ class Hub:
             with self._lock:
                 self._host = host
             await asyncio.sleep(self._refresh)
+
+    def _collect_host(self, source: Any) -> HostSnapshot:
+        """Host stats, plus CPU and memory of every engine whose process ids are known."""
+        host: HostSnapshot = source.collect()
+        with self._lock:
+            pids = {name: e.pids for name, e in self._engines.items() if e.pids}
+        stats = {name: source.process_stats(p) for name, p in pids.items()}
+        with self._lock:
+            self._proc_stats = {n: (st.cpu_percent, st.rss_bytes) for n, st in stats.items()}
+        return host
 
     async def _nvml_loop(self) -> None:
         from console.telemetry.nvml import NvmlPoller
@@ -403,10 +413,14 @@ class Hub:
         if sim is not None:
             for name, placement in sim.placements.items():
                 held.setdefault(name, tuple(placement.gpus))
+        procs = getattr(self, "_proc_stats", {})
         out = []
         for e in engines:
             gpus = self._gpu_assignment.get(e.name) or held.get(e.name, ())
-            out.append(e if gpus == e.gpus else replace(e, gpus=gpus))
+            cpu, rss = procs.get(e.name, (None, None))
+            if (gpus, cpu, rss) != (e.gpus, e.cpu_percent, e.rss_bytes):
+                e = replace(e, gpus=gpus, cpu_percent=cpu, rss_bytes=rss)
+            out.append(e)
         return tuple(out)
 
     def _record(self, snap: FleetSnapshot) -> None:
