@@ -7,8 +7,6 @@ import pytest
 
 from tests.sim.conftest import ENGINES, chat, read_sse, sim, sse_json
 
-pytestmark = pytest.mark.asyncio
-
 
 async def test_models_and_identity_shapes() -> None:
     async with aiohttp.ClientSession() as s:
@@ -44,14 +42,13 @@ async def test_models_and_identity_shapes() -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 async def test_health_when_ready(engine: str) -> None:
-    async with sim(engine) as srv, aiohttp.ClientSession() as s:
-        async with s.get(f"{srv.url}/health") as r:
-            assert r.status == 200
-            body = await r.read()
-            if engine == "llamacpp":
-                assert await r.json() == {"status": "ok"}
-            else:
-                assert body == b""
+    async with sim(engine) as srv, aiohttp.ClientSession() as s, s.get(f"{srv.url}/health") as r:
+        assert r.status == 200
+        body = await r.read()
+        if engine == "llamacpp":
+            assert await r.json() == {"status": "ok"}
+        else:
+            assert body == b""
 
 
 @pytest.mark.parametrize("engine", ENGINES)

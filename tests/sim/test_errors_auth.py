@@ -9,8 +9,6 @@ import pytest
 from console.sim.faults import parse_faults
 from tests.sim.conftest import ENGINES, METRICS_PATH, chat, sim
 
-pytestmark = pytest.mark.asyncio
-
 
 async def _post_raw(s: aiohttp.ClientSession, url: str, data: bytes) -> tuple[int, bytes]:
     async with s.post(f"{url}/v1/chat/completions", data=data, headers={"Content-Type": "application/json"}) as r:

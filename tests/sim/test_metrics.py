@@ -12,8 +12,6 @@ from console.sim.engines.sglang import TTFT_BUCKETS as SGLANG_TTFT
 from console.sim.engines.tgi import DURATION_BUCKETS
 from tests.sim.conftest import ENGINES, METRICS_PATH, chat, parse_metrics, sample_value, sim
 
-pytestmark = pytest.mark.asyncio
-
 # Family name (as prometheus_client's parser names it) -> type. What a console must find per engine.
 EXPECTED = {
     "vllm": {

@@ -55,10 +55,10 @@ def test_step_time_grows_with_batch_and_uncached_prefill() -> None:
 def test_shared_prefix_hits_the_cache() -> None:
     s = Scheduler(SchedulerConfig(max_running=8, kv_blocks=256, block_size=16))
     prefix = list(range(1000, 1000 + 64))  # 4 full blocks
-    a = mk("a", prefix + [1, 2, 3], max_tokens=2)
+    a = mk("a", [*prefix, 1, 2, 3], max_tokens=2)
     s.add(a, 0.0)
     now = run_until_idle(s)
-    b = mk("b", prefix + [7, 8, 9], max_tokens=2)
+    b = mk("b", [*prefix, 7, 8, 9], max_tokens=2)
     s.add(b, now)
     run_until_idle(s, now)
     assert a.cached_tokens == 0
