@@ -237,18 +237,28 @@ class LogBuffer:
                     self._pending_dropped = 0
                     self._pending_cleared = False
                 return
-            wait = self._last_notify + self._interval - self._clock()
-            if wait > 0:
-                if self._timer is None:
-                    self._timer = threading.Timer(wait, self._timer_fired)
-                    self._timer.daemon = True
-                    self._timer.start()
+            if self._timer is not None:  # a notice is already scheduled; it will carry these lines
+                return
+            if self._schedule_locked():
                 return
         self._notify_now()
+
+    def _schedule_locked(self) -> bool:
+        """Start the timer when the last notice was too recent; True if one was started."""
+        wait = self._last_notify + self._interval - self._clock()
+        if wait <= 0:
+            return False
+        self._timer = threading.Timer(wait, self._timer_fired)
+        self._timer.daemon = True
+        self._timer.start()
+        return True
 
     def _timer_fired(self) -> None:
         with self._lock:
             self._timer = None
+            # A late timer must still respect the interval (a direct notice may have gone out).
+            if self._schedule_locked():
+                return
         self._notify_now()
 
     def _notify_now(self) -> None:
