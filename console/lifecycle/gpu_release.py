@@ -1,85 +1,43 @@
 """Has a stopped engine released its GPUs? Asks NVML which processes hold GPU memory.
 
-NVML calls can hang with a sick driver, so each runs in a daemon thread that the caller waits
-for with a deadline; while a call is stuck no second one is started.
-When NVML cannot work here the caller gets the reason and says so in the instance state
+Uses the telemetry layer's ``NvmlPoller`` (console.telemetry.nvml): NVML runs in its own thread
+with a deadline, so a hung driver cannot freeze a stop. When NVML cannot answer here (no
+driver, no library, timed out) the caller gets the reason and says so in the instance state,
 instead of pretending the memory was freed.
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
 from typing import Any
 
-NVML_TIMEOUT = 3.0
+from console.model import SourceState
 
 
 class NvmlUnavailable(Exception):
     """NVML cannot answer here (no driver, no library, timed out); ``str()`` says why."""
 
 
-_busy = False
-_worker_lock = threading.Lock()
-_init_error: str | None = None
-_inited = False
+_poller: Any = None
+_lock = threading.Lock()
 
 
-def _nvml_pids() -> set[int]:
-    global _inited, _init_error
-    import pynvml
+def _get_poller() -> Any:
+    global _poller
+    with _lock:
+        if _poller is None:
+            from console.telemetry.nvml import NvmlPoller
 
-    if not _inited:
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:
-            _init_error = str(exc)
-            raise NvmlUnavailable(f"NVML unavailable: {exc}") from None
-        _inited = True
-    pids: set[int] = set()
-    for i in range(pynvml.nvmlDeviceGetCount()):
-        handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-        for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-            fn: Any = getattr(pynvml, getter, None)
-            if fn is None:
-                continue
-            try:
-                for p in fn(handle):
-                    pids.add(int(p.pid))
-            except pynvml.NVMLError:
-                continue
-    return pids
+            _poller = NvmlPoller()
+        return _poller
 
 
-def gpu_pids(timeout: float = NVML_TIMEOUT) -> set[int]:
-    """PIDs that hold GPU memory now. Raises NvmlUnavailable with a one-line reason."""
-    global _busy
-    if _init_error is not None:
-        raise NvmlUnavailable(f"NVML unavailable: {_init_error}")
-    with _worker_lock:
-        if _busy:
-            raise NvmlUnavailable("NVML did not answer (an earlier call is still hanging)")
-        _busy = True
-    fut: Future[set[int]] = Future()
-
-    def run() -> None:
-        global _busy
-        try:
-            fut.set_result(_nvml_pids())
-        except BaseException as exc:
-            fut.set_exception(exc)
-        finally:
-            with _worker_lock:
-                _busy = False
-
-    threading.Thread(target=run, name="enginedeck-nvml-release", daemon=True).start()
-    try:
-        return fut.result(timeout=timeout)
-    except NvmlUnavailable:
-        raise
-    except TimeoutError:
-        raise NvmlUnavailable(f"NVML did not answer within {timeout:.0f} s") from None
-    except ImportError:
-        raise NvmlUnavailable("NVML unavailable: pynvml is not installed") from None
-    except Exception as exc:
-        raise NvmlUnavailable(f"NVML unavailable: {type(exc).__name__}: {exc}") from None
+def gpu_pids() -> set[int]:
+    """Host PIDs that hold GPU memory now. Raises NvmlUnavailable with a one-line reason."""
+    fleet = _get_poller().poll()
+    state = fleet.freshness.state
+    if state is SourceState.UNAVAILABLE:
+        raise NvmlUnavailable(fleet.unavailable_reason or fleet.freshness.reason or "NVML unavailable")
+    if state is SourceState.STALE:
+        raise NvmlUnavailable(fleet.freshness.reason or "NVML did not answer")
+    return {p.pid for g in fleet.gpus for p in g.processes}

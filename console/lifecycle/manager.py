@@ -812,11 +812,13 @@ class LifecycleManager:
             if slot_.inst.config.image:
                 images.setdefault(docker_backend.image_repo(slot_.inst.config.image), prof_.name)
             images.setdefault(prof_.container.image, prof_.name)
-        from console.profiles import load_profiles
+        from console.profiles import EngineProfile, load_profiles
 
+        profiles: dict[str, EngineProfile] = {s.inst.profile.name: s.inst.profile for s in self._slots.values()}
         with contextlib.suppress(UserError):
             for prof in load_profiles().values():
                 images.setdefault(prof.container.image, prof.name)
+                profiles.setdefault(prof.name, prof)
         try:
             containers = docker_backend.list_containers(self._client(), images)
         except LifecycleError as exc:
@@ -915,6 +917,22 @@ class LifecycleManager:
                     image=" ".join(rec.command),
                     profile=rec.profile,
                     detail="not in this configuration",
+                )
+            )
+        for fp in process_backend.find_engine_processes(profiles):
+            url = _url_from_ports(tuple(f"{a}->" for a in fp.listen))
+            rows.append(
+                PsRow(
+                    f"pid {fp.pid}",
+                    "process",
+                    _quick_phase_url(url, fp.profile) if url else "running",
+                    False,
+                    True,
+                    ident=f"pid {fp.pid}",
+                    address=", ".join(fp.listen),
+                    image=" ".join(fp.command),
+                    profile=fp.profile,
+                    detail="monitor-only: not started by enginedeck",
                 )
             )
         return PsReport(tuple(rows), docker_error)

@@ -23,10 +23,11 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import psutil
 
@@ -445,3 +446,88 @@ def follow_file(path: Path, stop: threading.Event, alive: Callable[[], bool], po
             except OSError:
                 break
             stop.wait(poll)
+
+
+@dataclass(frozen=True, slots=True)
+class FoundProcess:
+    """An engine process running on this host that enginedeck did not start (monitor-only)."""
+
+    pid: int
+    profile: str
+    command: list[str]  # secrets masked
+    listen: tuple[str, ...]  # "host:port" it listens on
+
+
+def _engine_signatures(profiles: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """(executable basename -> profile, python module -> profile) from the profiles' commands."""
+    exes: dict[str, str] = {}
+    modules: dict[str, str] = {}
+    for name, prof in profiles.items():
+        cmd = list(prof.process.command)
+        if not cmd:
+            continue
+        base = os.path.basename(cmd[0])
+        if base.startswith("python") and len(cmd) > 2 and cmd[1] == "-m":
+            modules.setdefault(cmd[2], name)
+        else:
+            exes.setdefault(base, name)
+    return exes, modules
+
+
+def _match(cmd: list[str], exes: Mapping[str, str], modules: Mapping[str, str]) -> str | None:
+    if not cmd:
+        return None
+    base = os.path.basename(cmd[0])
+    # The simulator (`enginedeck sim` / `python -m console sim`) says which engine it plays.
+    is_sim = (base == "enginedeck" and cmd[1:2] == ["sim"]) or (
+        base.startswith("python") and cmd[1:4] == ["-m", "console", "sim"]
+    )
+    if is_sim:
+        if "--fleet" in cmd:
+            return None
+        if "--engine" in cmd and cmd.index("--engine") + 1 < len(cmd):
+            return cmd[cmd.index("--engine") + 1]
+        return "vllm"
+    if base in exes:
+        return exes[base]
+    if base.startswith("python") and "-m" in cmd and cmd.index("-m") + 1 < len(cmd):
+        return modules.get(cmd[cmd.index("-m") + 1])
+    return None
+
+
+def find_engine_processes(profiles: Mapping[str, Any]) -> list[FoundProcess]:
+    """Listening engine processes not started by any enginedeck (by command line and profile)."""
+    from console.lifecycle.secrets import mask_args
+
+    exes, modules = _engine_signatures(profiles)
+    ours: set[int] = {os.getpid()}
+    for rec in all_records():
+        if rec.alive():
+            ours |= _group_pids(rec.pgid) | {rec.pid}
+    ours |= set(registered_groups())
+    found: list[FoundProcess] = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmd = p.info.get("cmdline") or []
+            if p.pid in ours or not cmd:
+                continue
+            profile = _match(list(cmd), exes, modules)
+            if profile is None:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.getpgid(p.pid) in registered_groups():
+                    continue
+            listen = tuple(
+                sorted(
+                    {
+                        f"{c.laddr.ip}:{c.laddr.port}"
+                        for c in p.net_connections(kind="tcp")
+                        if c.status == psutil.CONN_LISTEN and c.laddr
+                    }
+                )
+            )
+        except (psutil.Error, OSError):
+            continue
+        if listen:
+            found.append(FoundProcess(p.pid, profile, mask_args(list(cmd)), listen))
+    return found
