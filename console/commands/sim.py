@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-_DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "trtllm": 8000, "tgi": 80, "llamacpp": 8080}
+_DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "trtllm": 8000, "tgi": 3000, "llamacpp": 8080}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,6 +28,9 @@ from console.sim.engines import DEFAULT_MODELS, FLAVOURS
 from console.sim.load import LoadTarget, LoadThread
 
 DEFAULT_ENGINES = ("vllm", "sglang", "trtllm", "tgi")
+# A small KV pool (in 16-token blocks) so the synthetic load fills it at its peaks: KV usage, the
+# waiting queue and preemptions visibly move. llama.cpp keeps its per-slot contexts.
+FLEET_KV_BLOCKS = {"vllm": 448, "sglang": 448, "trtllm": 448, "tgi": 448}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -96,7 +99,10 @@ def start_fleet(
             port = base_port + i if base_port is not None else free_port(host)
             model = DEFAULT_MODELS[engine]
             cmd = [sys.executable, "-m", "console", "sim", "--engine", engine, "--host", host, "--port", str(port),
-                   "--model", model, "--seed", str(seed + i), *(extra_args or [])]
+                   "--model", model, "--seed", str(seed + i)]
+            if engine in FLEET_KV_BLOCKS and load:
+                cmd += ["--kv-blocks", str(FLEET_KV_BLOCKS[engine])]
+            cmd += extra_args or []
             with open(log_dir / f"{engine}.log", "wb") as logf:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                         start_new_session=True)

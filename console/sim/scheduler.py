@@ -61,6 +61,7 @@ class Request:
     min_tokens: int = 0
     ignore_eos: bool = False
     arrival: float = 0.0
+    received: float | None = None  # when the HTTP request came in (before parsing/validation)
     scheduled: float | None = None  # first time it was admitted to the running batch
     first_token: float | None = None
     last_token: float | None = None

@@ -236,6 +236,15 @@ class SimServer:
         fl.add_routes(app, self)
 
     async def _health(self, request: web.Request) -> web.Response:
+        if self.flavour.name == "sglang":
+            # SGLang's /health runs a 1-token generation through the scheduler: a stalled scheduler
+            # delays it, and after SGLANG_HEALTH_CHECK_TIMEOUT (20 s) it answers 503.
+            until = self._stalled_until(time.time())
+            if until is not None:
+                wait = until - time.time()
+                await asyncio.sleep(min(wait, 20.0))
+                if wait > 20.0:
+                    return web.Response(status=503)
         return self.flavour.health_ok()
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -264,6 +273,7 @@ class SimServer:
     # ------------------------------------------------------------------ generation
     async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         fl = self.flavour
+        received = time.time()
         raw = await request.read()
         try:
             body = orjson.loads(raw)
@@ -320,7 +330,7 @@ class SimServer:
 
         self._req_no += 1
         req = Request(id=f"req-{self._req_no}", prompt_ids=ids, max_tokens=max_tokens, eos_len=eos_len,
-                      min_tokens=min_tokens, ignore_eos=ignore_eos)
+                      min_tokens=min_tokens, ignore_eos=ignore_eos, received=received)
         sink = Sink()
         req.sink = sink
         so = body.get("stream_options")

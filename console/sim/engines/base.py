@@ -373,9 +373,6 @@ class Flavour:
     def _sse(obj: Any) -> bytes:
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
-    def sse_error(self, status: int, message: str) -> bytes:
-        return self._sse({"error": {"message": message, "type": "InternalServerError", "param": None, "code": status}})
-
     # ------------------------------------------------------------------ logs
     def startup_lines(self, host: str, port: int) -> list[str]:
         return []

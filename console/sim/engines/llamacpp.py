@@ -267,9 +267,6 @@ class LlamacppFlavour(Flavour):
     def stream_headers(self) -> dict[str, str]:
         return {"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
 
-    def sse_error(self, status: int, message: str) -> bytes:
-        return self._sse({"error": {"code": status, "message": message, "type": "server_error"}})
-
     def add_routes(self, app: web.Application, server: Any) -> None:
         async def props(_: web.Request) -> web.Response:
             return json_response({

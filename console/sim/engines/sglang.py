@@ -200,10 +200,6 @@ class SglangFlavour(Flavour):
     def role_delta(self) -> dict[str, Any]:
         return {"role": "assistant", "content": "", "reasoning_content": None, "tool_calls": None}
 
-    def sse_error(self, status: int, message: str) -> bytes:
-        return self._sse({"object": "error", "message": message, "type": "InternalServerError", "param": None,
-                          "code": status})
-
     def new_id(self, chat: bool) -> str:
         import uuid
 

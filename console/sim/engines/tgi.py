@@ -64,7 +64,8 @@ class TgiFlavour(Flavour):
     def on_arrival(self, req: Request, now: float) -> None:
         super().on_arrival(req, now)
         self.request_count += 1
-        self.h["validation"].observe(0.00018)
+        # Validation = parsing + tokenizing, measured from when the HTTP request came in.
+        self.h["validation"].observe(max(0.0, now - (req.received if req.received is not None else now)))
         self.h["input_length"].observe(req.prompt_len)
         self.h["max_new"].observe(req.max_tokens)
 
@@ -219,9 +220,6 @@ class TgiFlavour(Flavour):
         out = super().chat_response(ctx, text)
         out["system_fingerprint"] = f"{self.version}-native"
         return out
-
-    def sse_error(self, status: int, message: str) -> bytes:
-        return self._sse({"error": message, "error_type": "incomplete_generation"})
 
     def add_routes(self, app: web.Application, server: Any) -> None:
         async def info(_: web.Request) -> web.Response:

@@ -58,6 +58,8 @@ class TrtllmFlavour(Flavour):
     default_block_size = 32
     default_max_running = 128
     default_kv_blocks = 2048
+    WEIGHT_BYTES = 1_192_099_840
+    KV_BYTES_PER_TOKEN = 28 * 2 * 8 * 128 * 2
 
     def __init__(self, opts: SimOptions) -> None:
         super().__init__(opts)
@@ -101,7 +103,8 @@ class TrtllmFlavour(Flavour):
         total = c.reused_blocks + c.missed_blocks
         self.iter_stats.append({
             "cpuMemUsage": 0,
-            "gpuMemUsage": 76665782272,
+            # Weights plus the preallocated KV pool of a ~0.6B model (28 layers, 8 KV heads x 128, bf16).
+            "gpuMemUsage": self.WEIGHT_BYTES + pool.num_blocks * sch.config.block_size * self.KV_BYTES_PER_TOKEN,
             "inflightBatchingStats": {
                 "avgNumDecodedTokensPerIter": 1.0,
                 "microBatchId": 0,
@@ -252,10 +255,6 @@ class TrtllmFlavour(Flavour):
             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
                          "stop_reason": None}],
         }
-
-    def sse_error(self, status: int, message: str) -> bytes:
-        return self._sse({"object": "error", "message": message, "type": "InternalServerError", "param": None,
-                          "code": status})
 
     def add_routes(self, app: web.Application, server: Any) -> None:
         async def version(_: web.Request) -> web.Response:

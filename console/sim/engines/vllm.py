@@ -200,15 +200,16 @@ class VllmFlavour(Flavour):
                  h["max_tokens"], L, t0),
         ]
         cfg = self.sched_config
-        info_labels = (
+        info_labels: Labels = (
             ("block_size", str(cfg.block_size)),
             ("cache_dtype", "auto"),
             ("enable_prefix_caching", "True"),
-            ("engine", "0"),
             ("gpu_memory_utilization", "0.9"),
             ("num_gpu_blocks", str(cfg.kv_blocks)),
             ("prefix_caching_hash_algo", "sha256"),
         )
+        if not self.legacy:
+            info_labels = (*info_labels, ("engine", "0"))
         fams.append(gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1.0, info_labels))
         return fams
 
