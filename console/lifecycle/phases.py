@@ -254,7 +254,9 @@ class PhaseMachine:
         if oom:
             text += " (OOMKilled)"
         tail = last_lines[-LAST_LINES:]
-        if was in STARTING_PHASES and not self._stop_reason:
+        # Never ready in this run (a 401/other server answering on the port does not count).
+        never_ready = not self._state.saw(Phase.READY)
+        if (was in STARTING_PHASES or never_ready) and was is not Phase.STOPPING and not self._stop_reason:
             last = f": {tail[-1]}" if tail else ""
             reason = f"exited during {was.value} with {text}{last}"
             self._set(Phase.FAILED, detail=reason, exit_code=code, oom_killed=oom, last_log_lines=tail, countdown=None)

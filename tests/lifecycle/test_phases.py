@@ -125,6 +125,15 @@ def test_exit_before_ready_is_a_failed_start(clock: FakeClock) -> None:
     assert m.state.last_log_lines[-1] == "RuntimeError: CUDA out of memory"
 
 
+def test_exit_while_degraded_before_ever_ready_is_a_failed_start(clock: FakeClock) -> None:
+    m = machine(clock)
+    m.starting()
+    m.probe(ProbeResult("http", 401))  # something answers on the port, but our engine never got ready
+    m.exited(1, last_lines=("cannot listen on 127.0.0.1:8000: Address already in use",))
+    assert m.phase is Phase.FAILED
+    assert m.state.detail.startswith("exited during degraded with exit code 1: cannot listen")
+
+
 def test_crash_after_ready_is_exited_with_code_and_oom(clock: FakeClock) -> None:
     m = machine(clock)
     m.starting()
