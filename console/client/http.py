@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 from urllib.parse import urlsplit
 
 _perf_ns = time.perf_counter_ns
@@ -91,10 +91,19 @@ class _Collect:
         pass
 
 
-class _Conn(asyncio.Protocol):
-    """One keep-alive connection; one request in flight at a time."""
+_READ_BUF = 256 * 1024
+
+
+class _Conn(asyncio.BufferedProtocol):
+    """One keep-alive connection; one request in flight at a time.
+
+    A buffered protocol: the loop ``recv_into``s one preallocated buffer instead of allocating a
+    256 KiB bytes object per read (a measurable share of the per-read cost at high event rates).
+    """
 
     def __init__(self) -> None:
+        self._rbuf = bytearray(_READ_BUF)
+        self._rview = memoryview(self._rbuf)
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.aborted = False  # we aborted it (cancel), as opposed to the server closing it
@@ -113,9 +122,8 @@ class _Conn(asyncio.Protocol):
 
     # --- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        sock = transport.get_extra_info("socket")
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        sock = self.transport.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -138,8 +146,17 @@ class _Conn(asyncio.Protocol):
         if self._done_fut is not None and not self._done_fut.done():
             self._done_fut.set_exception(err)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._rview
+
+    def buffer_updated(self, nbytes: int) -> None:
         t = _perf_ns()  # arrival time, before any parsing
+        self._received(bytes(self._rview[:nbytes]), t)
+
+    def data_received(self, data: bytes) -> None:
+        self._received(data, _perf_ns())
+
+    def _received(self, data: bytes, t: int) -> None:
         buf = self._buf + data if self._buf else data
         self._buf = b""
         try:
@@ -175,35 +192,10 @@ class _Conn(asyncio.Protocol):
         n = len(buf)
         while pos < n:
             st = self._state
-            if st == 3:  # chunk data: the hot path
-                take = min(self._remaining, n - pos)
-                self._emit(buf[pos : pos + take] if (pos or take != n) else buf, t)
-                pos += take
-                self._remaining -= take
-                if self._remaining == 0:
-                    self._state = 4
-            elif st == 4:  # CRLF after chunk data
-                if n - pos < 2:
-                    break
-                pos += 2
-                self._state = 2
-            elif st == 2:  # chunk-size line
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    if n - pos > 1024:
-                        raise HTTPError("malformed chunk size line")
-                    break
-                size_s = buf[pos:eol].split(b";", 1)[0].strip()
-                try:
-                    size = int(size_s, 16)
-                except ValueError:
-                    raise HTTPError(f"malformed chunk size {size_s[:20]!r}") from None
-                pos = eol + 2
-                if size == 0:
-                    self._state = 7
-                else:
-                    self._remaining = size
-                    self._state = 3
+            if 2 <= st <= 4:  # chunked body: the hot path
+                pos = self._chunked(buf, pos, n, t)
+                if 2 <= self._state <= 4:
+                    break  # need more bytes
             elif st == 5:  # content-length body
                 take = min(self._remaining, n - pos)
                 self._emit(buf[pos : pos + take], t)
@@ -234,6 +226,53 @@ class _Conn(asyncio.Protocol):
                 pos = n
         if pos < n:
             self._buf = buf[pos:]
+
+    def _chunked(self, buf: bytes, pos: int, n: int, t: int) -> int:
+        """Decode every complete chunk in ``buf[pos:]``; hand their data to the sink in ONE call
+        (all of it arrived in the same read, so it carries the same arrival time)."""
+        parts: list[bytes] = []
+        find = buf.find
+        state = self._state
+        remaining = self._remaining
+        while True:
+            if state == 3:  # chunk data
+                take = remaining if remaining <= n - pos else n - pos
+                if take:
+                    parts.append(buf[pos : pos + take])
+                pos += take
+                remaining -= take
+                if remaining:
+                    break
+                state = 4
+            if state == 4:  # CRLF after the data
+                if n - pos < 2:
+                    break
+                pos += 2
+                state = 2
+            eol = find(b"\r\n", pos)  # chunk-size line
+            if eol < 0:
+                if n - pos > 1024:
+                    raise HTTPError("malformed chunk size line")
+                break
+            try:
+                size = int(buf[pos:eol], 16)
+            except ValueError:
+                size_s = buf[pos:eol].split(b";", 1)[0].strip()  # chunk extensions (rare)
+                try:
+                    size = int(size_s, 16)
+                except ValueError:
+                    raise HTTPError(f"malformed chunk size {size_s[:20]!r}") from None
+            pos = eol + 2
+            if size == 0:
+                state = 7
+                break
+            remaining = size
+            state = 3
+        self._state = state
+        self._remaining = remaining
+        if parts:
+            self._emit(parts[0] if len(parts) == 1 else b"".join(parts), t)
+        return pos
 
     def _parse_headers(self, head: bytes, t: int) -> None:
         lines = head.split(b"\r\n")

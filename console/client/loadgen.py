@@ -173,9 +173,12 @@ async def run_level(
     gpu: GpuSampler | None = None,
     scrape_metrics: bool = True,
     request_timeout: float | None = 600.0,
+    encoded: tuple[list[bytes], LengthMode] | None = None,
 ) -> LevelRaw:
-    """Run one level. ``prompts`` must hold warmup + measured prompts (warmup first)."""
-    bodies, lmode = encode_bodies(target, prompts, params)
+    """Run one level. ``prompts`` must hold warmup + measured prompts (warmup first).
+
+    ``encoded``: the bodies from ``encode_bodies`` if the caller prepared them already."""
+    bodies, lmode = encoded if encoded is not None else encode_bodies(target, prompts, params)
     client = HTTPClient(target.url)
     headers = auth_headers(target.api_key)
     path = target.path

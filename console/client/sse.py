@@ -34,6 +34,12 @@ class SSEParser:
         self._pending_cr = False
 
     def feed(self, data: bytes) -> list[SSEEvent]:
+        """Complete events in arrival order."""
+        return [ev if isinstance(ev, SSEEvent) else SSEEvent(ev) for ev in self.feed_fast(data)]
+
+    def feed_fast(self, data: bytes) -> list[bytes | SSEEvent]:
+        """Like ``feed``, but a plain one-line ``data:`` event comes back as its payload bytes
+        (no object per event on the hot path); anything else as an ``SSEEvent``."""
         if self._pending_cr:
             data = b"\r" + data
             self._pending_cr = False
@@ -43,21 +49,17 @@ class SSEParser:
                 self._pending_cr = True
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         buf = self._buf + data if self._buf else data
-        out: list[SSEEvent] = []
-        start = 0
-        while True:
-            end = buf.find(b"\n\n", start)
-            if end < 0:
-                break
-            block = buf[start:end]
-            start = end + 2
-            if block.startswith(b"data: ") and b"\n" not in block:
-                out.append(SSEEvent(block[6:]))  # fast path: one data line
+        blocks = buf.split(b"\n\n")
+        self._buf = blocks.pop()
+        out: list[bytes | SSEEvent] = []
+        append = out.append
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:
+                append(block[6:])  # fast path: one data line
             elif block:
                 ev = _parse_block(block)
                 if ev is not None:
-                    out.append(ev)
-        self._buf = buf[start:] if start < len(buf) else b""
+                    append(ev)
         return out
 
     def close(self) -> list[SSEEvent]:

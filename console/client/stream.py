@@ -21,7 +21,7 @@ from typing import Any, Literal
 import orjson
 
 from console.client.http import Cancellable, HTTPClient, HTTPError, StreamCancelled, _perf_ns
-from console.client.sse import DONE, SSEParser
+from console.client.sse import DONE, SSEEvent, SSEParser
 from console.client.timing import RequestRecord
 from console.profiles import ApiSpec
 
@@ -142,7 +142,7 @@ class OpenAIStreamSink:
         self._loads = orjson.loads
 
     def on_body(self, data: bytes, t_ns: int) -> None:
-        events = self._parser.feed(data)
+        events = self._parser.feed_fast(data)
         if not events:
             if self._nonstream is not None and len(data) < _NONSTREAM_KEEP:
                 self._nonstream.append(data)
@@ -151,43 +151,55 @@ class OpenAIStreamSink:
         rec = self.rec
         if rec.t_first_event_ns is None:
             rec.t_first_event_ns = t_ns
+        loads = self._loads
         for ev in events:
-            d = ev.data
-            if d == DONE:
-                rec.t_done_ns = t_ns
-                continue
-            try:
-                obj = self._loads(d)
-            except orjson.JSONDecodeError:
-                if ev.event == "error":
-                    rec.error = d.decode("utf-8", "replace")[:500]
-                continue
-            if type(obj) is not dict:
-                continue
-            self._event(obj, t_ns, ev.event == "error")
+            if type(ev) is bytes:
+                if ev == DONE:
+                    rec.t_done_ns = t_ns
+                    continue
+                try:
+                    obj = loads(ev)
+                except orjson.JSONDecodeError:
+                    continue
+                if type(obj) is dict:
+                    self._event(obj, t_ns, False)
+            else:
+                assert isinstance(ev, SSEEvent)
+                if ev.data == DONE:
+                    rec.t_done_ns = t_ns
+                    continue
+                try:
+                    obj = loads(ev.data)
+                except orjson.JSONDecodeError:
+                    if ev.event == "error":
+                        rec.error = "stream error: " + ev.data.decode("utf-8", "replace")[:500]
+                    continue
+                if type(obj) is dict:
+                    self._event(obj, t_ns, ev.event == "error")
 
     def _event(self, obj: dict[str, Any], t_ns: int, is_error_event: bool) -> None:
         rec = self.rec
-        if "error" in obj or obj.get("object") == "error" or is_error_event:
-            msg = error_message(obj) or orjson.dumps(obj).decode()[:500]
-            rec.error = f"stream error: {msg}"
-            return
-        content = reasoning = None
-        tool = None
-        finish = None
         choices = obj.get("choices")
+        content = reasoning = tool = finish = None
         if choices:
             c = choices[0]
             delta = c.get("delta")
             if delta is not None:
                 content = delta.get("content")
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                tool = delta.get("tool_calls")
+                if not content:
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    tool = delta.get("tool_calls")
+                elif self.keep_text:
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             else:
                 content = c.get("text")
             finish = c.get("finish_reason")
             if finish:
                 rec.finish_reason = finish
+        elif is_error_event or "error" in obj or obj.get("object") == "error":
+            msg = error_message(obj) or orjson.dumps(obj).decode()[:500]
+            rec.error = f"stream error: {msg}"
+            return
         du: int | None = None
         usage = obj.get("usage")
         if usage:
@@ -204,18 +216,17 @@ class OpenAIStreamSink:
                 cached = details.get("cached_tokens")
                 if cached is not None:
                     rec.cached_tokens = cached
-        visible = bool(content)
-        bearing = visible or bool(reasoning) or bool(tool)
-        if not bearing and du and choices:
+        if not (content or reasoning or tool):
+            if not (du and choices):
+                return
             # Tokens with no text (special tokens, EOS) count only when usage comes with every
             # chunk; a usage total on the finish chunk of a final-usage-only stream is not a token.
             ev_usage = rec.event_usage
-            bearing = (not ev_usage and not finish) or (bool(ev_usage) and ev_usage[-1] is not None)
-        if not bearing:
-            return
+            if not ((not ev_usage and not finish) or (ev_usage and ev_usage[-1] is not None)):
+                return
         rec.event_t_ns.append(t_ns)
         rec.event_usage.append(du if (usage and choices) else None)
-        if visible and rec.t_first_visible_ns is None:
+        if content and rec.t_first_visible_ns is None:
             rec.t_first_visible_ns = t_ns
         if self.keep_text:
             if content:
