@@ -38,7 +38,7 @@ def test_api_key_scope() -> None:
     p = load_profiles()
     assert p["llamacpp"].path_needs_key("/metrics")
     assert not p["llamacpp"].path_needs_key("/health")
-    assert not p["llamacpp"].path_needs_key("/v1/models")
+    assert p["llamacpp"].path_needs_key("/v1/models")  # measured on a real llama-server
     assert not p["vllm"].path_needs_key("/metrics")
     assert p["vllm"].path_needs_key("/v1/models")
     assert not p["trtllm"].path_needs_key("/v1/chat/completions")
