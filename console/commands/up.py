@@ -46,7 +46,11 @@ def run(args: argparse.Namespace) -> int:
             try:
                 st = manager.wait(inst.name, timeout=args.timeout)
             except LifecycleTimeout as exc:
-                still = "it keeps running; `enginedeck down " + inst.name + "` stops it"
+                if is_process:  # it would end with this enginedeck anyway: stop it properly
+                    manager.stop(inst.name).result()
+                    still = "stopped it (process engines end with enginedeck)"
+                else:
+                    still = f"it keeps running; `enginedeck down {inst.name}` stops it"
                 raise LifecycleTimeout(f"{exc.message}; {still}") from None
             if st.phase is not Phase.READY:
                 raise fail_from_state(st)

@@ -412,4 +412,7 @@ def pull(client: Any, image: str, cb: Callable[[float, str], None]) -> None:
         pull_progress(events, cb)
     except _errors() as exc:
         err = translate_docker_error(exc, image=image)
-        raise LifecycleError(f"cannot pull {image}: {err.message}") from None
+        text = err.message.removeprefix("docker: ")
+        if "dial tcp" in text or "no such host" in text or "i/o timeout" in text:
+            text = f"the registry is unreachable from this host ({text})"
+        raise LifecycleError(f"cannot pull {image}: {text}") from None

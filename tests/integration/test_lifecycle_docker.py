@@ -152,6 +152,20 @@ def test_image_not_present_is_never_pulled(docker_client: Any, free_port: Any, m
     assert ours(docker_client, name) == []
 
 
+def test_pull_failure_is_one_line_and_audited(
+    docker_client: Any, free_port: Any, manager: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, image = f"pull-{SUFFIX}", "enginedeck/does-not-exist:1"
+    m = manager(cfg(**{name: sim_engine(image, free_port())}))
+    progress: list[float] = []
+    with pytest.raises(LifecycleError) as info:
+        m.pull(name, lambda pct, status: progress.append(pct)).result(timeout=120)
+    assert info.value.message.startswith(f"cannot pull {image}: ")
+    assert "\n" not in info.value.message and info.value.exit_code == 2
+    assert m.status(name).phase is Phase.FAILED
+    assert [(e.action, e.result) for e in m.audit.read()] == [("pull", "failed")]
+
+
 def test_port_in_use(docker_client: Any, sim_image: str, manager: Any) -> None:
     name = f"busy-{SUFFIX}"
     with socket.socket() as s:
