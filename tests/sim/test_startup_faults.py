@@ -141,3 +141,22 @@ async def test_sim_state_format() -> None:
                             "completion_tokens", "ttft", "e2e", "queue_time", "finish_reason"}
         assert req["completion_tokens"] == 3 and req["arrival"] <= req["first_token"] <= req["finish"]
         assert st["counters"]["generation_tokens"] == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["sim", "--engine", "vllm", "--fault", "bogus"], "unknown fault"),
+        (["sim", "--engine", "vllm", "--fault", "error-rate=2"], "bad value"),
+        (["sim", "--engine", "trtllm", "--api-key", "k"], "no API key option"),
+        (["sim", "--engine", "tgi", "--metrics-version", "legacy"], "only for --engine vllm"),
+        (["sim"], "needs --engine"),
+        (["sim", "--fleet", "--engines", "vllm,nope"], "unknown engine"),
+    ],
+)
+def test_cli_bad_input_is_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli import main
+
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("enginedeck: ") and message in err and "\n" not in err
