@@ -99,6 +99,8 @@ class DeckApp(App[str | None]):
         self.layout_name = ""  # the layout in effect
         self.layout_choice = self.options.layout  # "auto" or a layout name
         self._unsubscribe: Callable[[], None] | None = None
+        # Benchmarks: where to note the time of the first frame that shows engine data.
+        self._first_frame_file = os.environ.get("ENGINEDECK_FIRST_FRAME_FILE", "")
         self.specs: dict[str, ScreenSpec] = screen_specs()
         self.registry = ActionRegistry()
         for a in _global_actions():
@@ -164,6 +166,9 @@ class DeckApp(App[str | None]):
         if isinstance(screen, DeckScreen):
             screen.show_fleet(message.snapshot)
             screen.refresh_top()
+        if self._first_frame_file and any(e.total is not None and e.reachable for e in message.snapshot.engines):
+            path, self._first_frame_file = self._first_frame_file, ""
+            self.call_after_refresh(_write_first_frame, path)
 
     @on(LifecycleDone)
     def _on_lifecycle_done(self, message: LifecycleDone) -> None:
@@ -345,6 +350,11 @@ class DeckApp(App[str | None]):
             self.post_message(LifecycleDone(verb, engine, str(exc) or type(exc).__name__))
         else:
             self.post_message(LifecycleDone(verb, engine, ""))
+
+
+def _write_first_frame(path: str) -> None:
+    with open(path, "w") as f:
+        f.write(f"{time.time():.6f}\n")
 
 
 def _global_actions() -> list[Action]:

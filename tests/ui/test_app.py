@@ -17,6 +17,7 @@ from console.ui.screens.engine import EngineScreen
 from console.ui.screens.gpus import GpuScreen
 from console.ui.screens.modals import ConfirmScreen, ExplainScreen, HelpScreen
 from console.ui.screens.overview import OverviewScreen
+from console.ui.widgets.line import Line
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import FrozenSource, frozen_fleet
 
@@ -27,10 +28,10 @@ def _rows(app: DeckApp) -> list[str]:
 
 
 def _static(app: DeckApp, wid: str) -> str:
-    return _plain(app.screen.query_one(wid, Static))
+    return _plain(app.screen.query_one(wid))  # type: ignore[arg-type]
 
 
-def _plain(widget: Static) -> str:
+def _plain(widget: Static | Line) -> str:
     """The plain text a Static shows (Rich tables rendered as text)."""
     content = widget.content
     if isinstance(content, str | Text):

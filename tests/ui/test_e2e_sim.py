@@ -17,11 +17,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from console.config import parse_engine_ref
 from console.telemetry.hub import Hub
 from console.ui.app import DeckApp, UiOptions
+from console.ui.widgets.line import Line
 
 pytest.importorskip("console.sim.server")
 
@@ -87,7 +88,7 @@ async def test_live_number_then_unreachable_with_reason() -> None:
                 print(f"row unreachable {took:.2f} s after the kill")
                 assert "unreachable" in _cell(app, a.name, "phase")
                 assert took <= 2 * REFRESH + SLACK, f"row turned unreachable after {took:.1f} s"
-                attention = str(app.screen.query_one("#attention", Static).content)
+                attention = str(app.screen.query_one("#attention", Line).content)
                 assert a.name.removeprefix("vllm@http://") in attention
                 assert "unreachable" in attention and ("connect" in attention or "refused" in attention)
                 # The other engine stays live.

@@ -6,23 +6,23 @@ from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.screen import Screen
-from textual.widgets import Static
 
 from console.model import FleetSnapshot
 from console.ui import format as fmt
+from console.ui.widgets.line import Line
 
 if TYPE_CHECKING:
     from console.ui.app import DeckApp
 
 
-class TopBar(Static):
+class TopBar(Line):
     """One line: what this is, how fresh, paused or live, read-only, simulated."""
 
     DEFAULT_CSS = """
     TopBar { height: 1; background: $panel; color: $text; }
     """
 
-    def show(self, app: DeckApp, title: str) -> None:
+    def draw(self, app: DeckApp, title: str) -> None:
         fleet = app.fleet
         t = Text()
         t.append(" enginedeck ", style="bold reverse")
@@ -46,7 +46,7 @@ class TopBar(Static):
             age = app.clock() - fleet.taken_at
             if src is not None and not src.paused and age > 3 * max(src.refresh, 1.0):
                 t.append(f"  no new data for {fmt.ago(app.clock(), fleet.taken_at)}", style="bold red")
-        self.update(t)
+        self.show(t)
 
 
 class DeckScreen(Screen[None]):
@@ -67,7 +67,7 @@ class DeckScreen(Screen[None]):
 
     def refresh_top(self) -> None:
         for bar in self.query(TopBar):
-            bar.show(self.deck, self.title_text())
+            bar.draw(self.deck, self.title_text())
 
     def title_text(self) -> str:
         return self.deck_title

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Footer, Input
 
 from console.model import (
     EngineSnapshot,
@@ -31,6 +31,7 @@ from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
 from console.ui.widgets.chart import spark
+from console.ui.widgets.line import Line
 
 CellKey = tuple[str, str]
 
@@ -193,7 +194,6 @@ class OverviewScreen(DeckScreen):
         self._cells: dict[str, list[tuple[str, str]]] = {}
         self._gpu_order: list[str] = []
         self._gpu_cells: dict[str, list[tuple[str, str]]] = {}
-        self._texts: dict[str, str] = {}
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -203,12 +203,12 @@ class OverviewScreen(DeckScreen):
                     id="filter")
         table: DataTable[Text] = DataTable(id="engines", cursor_type="cell", zebra_stripes=False)
         yield table
-        yield Static(id="attention")
-        yield Static(id="sparks")
-        yield Static(id="gpu-title")
+        yield Line(id="attention")
+        yield Line(id="sparks")
+        yield Line(id="gpu-title")
         gtable: DataTable[Text] = DataTable(id="gpus", cursor_type="cell")
         yield gtable
-        yield Static(id="host")
+        yield Line(id="host")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -286,18 +286,16 @@ class OverviewScreen(DeckScreen):
         now = self.deck.clock()
         self._show_engines(fleet, now)
         self._set_text("attention", self._attention(fleet, now))
-        sparks = self.query_one("#sparks", Static)
+        sparks = self.query_one("#sparks", Line)
         if sparks.display:
-            sparks.update(self._sparks(fleet))
+            grid, key = self._sparks(fleet)
+            sparks.show(grid, key)
         self._set_text("gpu-title", gpu_title(fleet.gpus, now))
         self._show_gpus(fleet)
         self._set_text("host", host_line(fleet.host, now))
 
-    def _set_text(self, wid: str, text: Text | Table) -> None:
-        key = text.markup if isinstance(text, Text) else repr(text)
-        if self._texts.get(wid) != key:
-            self._texts[wid] = key
-            self.query_one(f"#{wid}", Static).update(text)
+    def _set_text(self, wid: str, text: Text) -> None:
+        self.query_one(f"#{wid}", Line).show(text)
 
     def _show_engines(self, fleet: FleetSnapshot, now: float) -> None:
         table: DataTable[Text] = self.query_one("#engines", DataTable)
@@ -365,7 +363,7 @@ class OverviewScreen(DeckScreen):
             t.append(f"\n… and {len(sick) - limit} more (sort by health: s)", style="dim")
         return t
 
-    def _sparks(self, fleet: FleetSnapshot) -> Table:
+    def _sparks(self, fleet: FleetSnapshot) -> tuple[Table, str]:
         src = self.deck.source
         name_w = self._name_width()
         width = max(6, (self.size.width - 2 - name_w - 4) // 4 - 8)
@@ -375,6 +373,7 @@ class OverviewScreen(DeckScreen):
             grid.add_column(no_wrap=True)
         series = (("generation_tps", "gen", None), ("kv_usage", "KV", 1.0), ("waiting", "wait", None),
                   ("ttft_p99", "ttft99", None))
+        key: list[str] = []
         for e in fleet.engines[:8]:
             row: list[Text | str] = [Text(short_name(e.name)[:name_w], style="bold")]
             for metric, label, hi in series:
@@ -385,8 +384,9 @@ class OverviewScreen(DeckScreen):
                 else:
                     t.append("n/a".ljust(width), style="dim")
                 row.append(t)
+                key.append(t.plain)
             grid.add_row(*row)
-        return grid
+        return grid, "|".join(key)
 
     def _show_gpus(self, fleet: FleetSnapshot) -> None:
         table: DataTable[Text] = self.query_one("#gpus", DataTable)
