@@ -142,6 +142,9 @@ build_sim() {
 }
 
 mkdir -p "$ENGINEDECK_CACHE"
+# One provisioner at a time per machine: two would start two daemons or build the base image twice.
+exec 9>"$ENGINEDECK_CACHE/.docker.lock"
+flock 9
 install_packages
 start_daemon
 build_base
