@@ -1010,6 +1010,8 @@ def _probe_phase(url: str, ready_path: str, loading: tuple[str, ...], key: str |
         r = probe_ready(http, url, ready_path, key)
     if r.ready:
         return Phase.READY.value
+    if r.kind == "http" and r.status in (401, 403):
+        return f"answering ({r.status}: API key needed)"
     if r.kind == "refused" and "refused" not in loading:
         return Phase.STARTING.value
     if r.kind == "refused" or (r.kind == "http" and r.status in (200, 503)):
