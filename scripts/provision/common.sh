@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared helpers for scripts/provision/*.sh (sourced, not executed).
 # Logs go to stderr; stdout is reserved for `export NAME=value` lines that callers eval.
 

