@@ -10,6 +10,16 @@ Per running instance two daemon threads work: a supervisor (readiness probe, exi
 phase timeouts) and a log follower (output -> ``LogBuffer``). Mutating actions on one instance
 are serialised; a second one while the first runs fails at once with a clear message.
 Every mutating action is appended to the audit log, successful or not.
+
+A console uses it like this::
+
+    manager = LifecycleManager(config)            # audit log in state_dir()/audit.log
+    install_signal_cleanup()                      # main thread: SIGTERM/SIGHUP end process engines too
+    manager.subscribe(lambda st: app.call_from_thread(update_row, st))
+    manager.refresh_all()                         # find engines started earlier (containers, records)
+    manager.start("vllm-a")                       # Future; errors arrive as LifecycleError (one line)
+    manager.logs("vllm-a").subscribe(on_log_update)   # at most ~10 notices a second
+    manager.stop("vllm-a")                        # state.countdown ticks down, then SIGKILL
 """
 
 from __future__ import annotations
@@ -213,7 +223,12 @@ class LifecycleManager:
         slot = self._slot(name)
         return self._submit(lambda: self._do_refresh(slot))
 
+    def refresh_all(self) -> dict[str, Future[InstanceState]]:
+        """``refresh`` every managed instance (a console does this once at start-up)."""
+        return {n: self.refresh(n) for n, s in self._slots.items() if s.inst.config.managed is not None}
+
     def ps(self) -> Future[PsReport]:
+        """Configured instances plus engine containers/processes found on this host."""
         return self._submit(self._do_ps)
 
     # ================================================================= blocking helpers (headless)
