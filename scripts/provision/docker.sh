@@ -122,7 +122,10 @@ build_base() {
       --change 'CMD ["python3"]' \
       - "$BASE_TAG" >/dev/null
   docker run --rm --network none "$BASE_TAG" python3 -c 'import ssl, venv, sys; print("base ok: python", sys.version.split()[0])' >&2
-  if [ -n "$old" ] && [ "$old" != "$(docker image inspect -f '{{.Id}}' "$BASE_TAG")" ]; then docker rmi "$old" >/dev/null 2>&1 || true; fi
+  if [ -n "$old" ] && [ "$old" != "$(docker image inspect -f '{{.Id}}' "$BASE_TAG")" ]; then
+    # Still the parent of the previous sim image: then it can only go after the sim rebuild.
+    docker rmi "$old" >/dev/null 2>&1 || STALE_BASE=$old
+  fi
   log "base image built in $(elapsed "$t0") s"
 }
 
@@ -152,5 +155,6 @@ install_packages
 start_daemon
 build_base
 build_sim
+if [ -n "${STALE_BASE:-}" ]; then docker rmi "$STALE_BASE" >/dev/null 2>&1 || true; fi
 printf 'export ENGINEDECK_SIM_IMAGE=%q\n' "$SIM_TAG"
 printf 'export ENGINEDECK_BASE_IMAGE=%q\n' "$BASE_TAG"
