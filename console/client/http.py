@@ -29,6 +29,9 @@ _MAX_ERROR_BODY = 1 << 20
 class BodySink(Protocol):
     """Receives the decoded body of one streaming response."""
 
+    def on_sent(self, t_ns: int) -> None:
+        """Called with the time taken immediately before the request bytes are written."""
+
     def on_body(self, data: bytes, t_ns: int) -> None: ...
 
     def on_end(self, t_ns: int) -> None: ...
@@ -177,6 +180,8 @@ class _Conn(asyncio.BufferedProtocol):
         self._state = 1
         self._head_request = head
         assert self.transport is not None
+        if sink is not None:
+            sink.on_sent(_perf_ns())  # t_send: immediately before the request is written
         self.transport.write(raw)
         return self._headers_fut, self._done_fut
 

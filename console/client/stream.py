@@ -141,6 +141,9 @@ class OpenAIStreamSink:
         self._nonstream: list[bytes] | None = []
         self._loads = orjson.loads
 
+    def on_sent(self, t_ns: int) -> None:
+        self.rec.t_send_ns = t_ns
+
     def on_body(self, data: bytes, t_ns: int) -> None:
         events = self._parser.feed_fast(data)
         if not events:
@@ -285,7 +288,7 @@ async def stream_request(
     hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if headers:
         hdrs.update(headers)
-    rec.t_send_ns = _perf_ns()
+    rec.t_send_ns = _perf_ns()  # refined by the sink to the moment the bytes are written
     try:
         resp = await client.request("POST", path, body=body, headers=hdrs, sink=sink, on_sent=cancel, timeout=timeout)
     except StreamCancelled:
