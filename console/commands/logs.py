@@ -29,13 +29,26 @@ def run(args: argparse.Namespace) -> int:
         from console.errors import UserError
 
         raise UserError("--tail must be >= 0")
+    global _SECRETS
+    import contextlib
+
+    from console.errors import UserError as _UE
+    from console.lifecycle.launch import build_launch
+
+    with contextlib.suppress(_UE):  # an engine that logs its own arguments must not show its key here
+        _SECRETS = build_launch(inst).secrets
     if inst.config.managed == "docker":
         return _docker_logs(inst.name, args.tail, args.follow)
     return _process_logs(inst.name, args.tail, args.follow)
 
 
+_SECRETS: tuple[str, ...] = ()
+
+
 def _write(text: str) -> None:
-    sys.stdout.write(text)
+    from console.lifecycle.secrets import scrub
+
+    sys.stdout.write(scrub(text, _SECRETS))
     sys.stdout.flush()
 
 

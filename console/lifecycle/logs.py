@@ -74,6 +74,12 @@ class LogBuffer:
         self._timer: threading.Timer | None = None
         self.notifications = 0  # how many notices were sent (for the benchmark and tests)
         self._partial = ""  # an unterminated line from feed()
+        self._secrets: tuple[str, ...] = ()
+
+    def set_secrets(self, secrets: Iterable[str]) -> None:
+        """Values replaced by ``****`` in every line appended from now on (an engine that logs its
+        own arguments would otherwise show its API key)."""
+        self._secrets = tuple(sorted({s for s in secrets if s and len(s) >= 3}, key=len, reverse=True))
 
     # ---------------------------------------------------------------- appending
     def append(self, text: str) -> None:
@@ -85,8 +91,12 @@ class LogBuffer:
         added = 0
         with self._lock:
             first = self._end
+            secrets = self._secrets
             for raw in texts:
                 text = raw.rstrip("\r\n")
+                for secret in secrets:
+                    if secret in text:
+                        text = text.replace(secret, "****")
                 truncated = len(text) > self.max_line
                 if truncated:
                     text = text[: self.max_line] + TRUNCATED_MARK

@@ -316,7 +316,9 @@ class LifecycleManager:
         inst = slot.inst
         expected_hash = ""
         with contextlib.suppress(UserError):
-            expected_hash = build_launch(inst).config_hash
+            spec = build_launch(inst)
+            expected_hash = spec.config_hash
+            slot.logs.set_secrets(spec.secrets)
         if inst.config.managed == "process":
             ph = process_backend.attach(inst.name)
             if ph is None:
@@ -415,6 +417,7 @@ class LifecycleManager:
             slot.machine.reset(_backend_of(inst))
             slot.machine.creating(f"creating {'container' if spec.backend == 'docker' else 'process'}")
         self._publish(slot)
+        slot.logs.set_secrets(spec.secrets)
         slot.logs.append(f"[enginedeck] starting {inst.name}: {spec.display()}")
         try:
             handle: Handle

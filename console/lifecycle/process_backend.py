@@ -229,11 +229,12 @@ def check_port_free(host: str, port: int) -> None:
 class ProcessHandle:
     """A process group this enginedeck started (its child)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], name: str) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], name: str, secrets: tuple[str, ...] = ()) -> None:
         self.proc = proc
         self.name = name
         self.pgid = proc.pid  # start_new_session: the child leads its own group
         self.log_file = _LogFile(log_path(name))
+        self.secrets = secrets
 
     @property
     def ident(self) -> str:
@@ -268,8 +269,11 @@ class ProcessHandle:
         stream = self.proc.stdout
         if stream is None:
             return
+        from console.lifecycle.secrets import scrub
+
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         fd = stream.fileno()
+        carry = ""  # the disk copy is written in whole lines, so a secret is never split by a chunk
         while True:
             try:
                 chunk = os.read(fd, 65536)
@@ -277,10 +281,21 @@ class ProcessHandle:
                 break
             if not chunk:
                 break
-            self.log_file.write(chunk)
-            if buffer.feed(decoder.decode(chunk)):
+            text = decoder.decode(chunk)
+            head, sep, carry_new = (carry + text).rpartition("\n")
+            if sep:
+                self.log_file.write(scrub(head + sep, self.secrets).encode())
+                carry = carry_new
+            else:
+                carry = carry_new if len(carry_new) < 65536 else ""
+                if not carry:
+                    self.log_file.write(scrub(carry_new, self.secrets).encode())
+            if buffer.feed(text):
                 on_chunk()
-        buffer.feed(decoder.decode(b"", final=True))
+        tail = decoder.decode(b"", final=True)
+        if carry or tail:
+            self.log_file.write(scrub(carry + tail, self.secrets).encode())
+        buffer.feed(tail)
         buffer.flush_partial()
         self.log_file.close()
         on_chunk()
@@ -391,7 +406,7 @@ def launch(spec: LaunchSpec) -> ProcessHandle:
             gpus=spec.gpus_text,
         )
     )
-    return ProcessHandle(proc, spec.name)
+    return ProcessHandle(proc, spec.name, spec.secrets)
 
 
 def attach(name: str) -> ForeignProcessHandle | None:

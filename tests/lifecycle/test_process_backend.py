@@ -318,3 +318,28 @@ def test_restart_runs_a_new_process(make_manager: Any) -> None:
         for x in (Path(os.environ["ENGINEDECK_STATE_DIR"]) / "audit.log").read_text().splitlines()
     ]
     assert entries == ["start", "restart-stop", "restart"]
+
+
+def test_an_engine_that_logs_its_key_does_not_show_it(make_manager: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SGLang takes the key as an argument and logs its server args at start-up.
+    monkeypatch.setenv("TEST_SGL_KEY", "sk-very-secret-42")
+    code = "import sys, time; print('server_args:', sys.argv[1:], flush=True); time.sleep(60)"
+    engine = {
+        "profile": "sglang",
+        "port": free_port(),
+        "command": ["{python}", "-c", code],
+        "api_key_env": "TEST_SGL_KEY",
+    }
+    m = make_manager(config(k=engine))
+    spec = m.launch_spec("k")
+    assert spec.argv[-2:] == ("--api-key", "sk-very-secret-42")
+    m.start("k").result(timeout=30)
+    deadline = time.monotonic() + 10
+    while not m.logs("k").search("^server_args", regex=True) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    m.stop("k", timeout=5).result(timeout=30)
+    text = "\n".join(ln.text for ln in m.logs("k").lines())
+    assert "server_args: ['--api-key', '****']" in text
+    assert "sk-very-secret-42" not in text
+    assert "sk-very-secret-42" not in log_path("k").read_text()
+    assert "server_args" in log_path("k").read_text()
