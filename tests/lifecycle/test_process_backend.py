@@ -208,7 +208,7 @@ def test_slow_load_with_moving_log_is_not_killed(make_manager: Any) -> None:
 
 def test_crash_after_ready_reports_exit_code(make_manager: Any) -> None:
     port = free_port()
-    m = make_manager(config(c={"port": port, "command": sim(port, "--fault", "crash-after=1.5")}))
+    m = make_manager(config(c={"port": port, "command": sim(port, "--fault", "crash-after=4")}))
     m.start("c").result(timeout=30)
     assert m.wait("c", until={Phase.READY}, timeout=60).phase is Phase.READY
     st = m.wait("c", until={Phase.EXITED, Phase.FAILED}, timeout=60)
