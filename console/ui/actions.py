@@ -64,6 +64,7 @@ def display_key(keys: str) -> str:
         "left_square_bracket": "[",
         "right_square_bracket": "]",
         "full_stop": ".",
+        "equals_sign": "=",
     }
     out = []
     for k in keys.split(","):

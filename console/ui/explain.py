@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from console.profiles import EngineProfile
+from console.ui import format as fmt
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +194,7 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
     if profile is None:
         out.append("\nNo engine selected (or its profile is unknown): raw names not shown.\n", style="dim")
         return out
-    where = f"{profile.display_name}, profile {profile.source or profile.name}"
+    where = f"{profile.display_name}, profile {profile.name}" + (f" from {profile.source}" if profile.source else "")
     out.append(f"\nFor {engine_name or profile.name} ({where}):\n", style="bold")
     if metric == "phase":
         h = profile.health
@@ -208,7 +209,7 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
         elif "prefix_hit_rate_gauge" in profile.metrics.map:
             out.append("  formula: the engine's own gauge (no counters to difference)\n")
         else:
-            out.append("  this engine exports nothing to compute it from: shown as n/a\n", style="yellow")
+            out.append("  this engine exports nothing to compute it from: shown as n/a\n", style=fmt.WARN)
     shown = False
     for canon in info.canonical:
         m = profile.metrics.map.get(canon)
@@ -228,7 +229,7 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
         if m.note:
             out.append(f"    note: {m.note}\n", style="dim")
     if not shown and metric != "prefix_hit_rate":
-        out.append("  this engine's profile maps no raw metric for it: shown as n/a, never 0\n", style="yellow")
+        out.append("  this engine's profile maps no raw metric for it: shown as n/a, never 0\n", style=fmt.WARN)
     if len(info.canonical) and any(len(profile.metrics.map[c].names) > 1 for c in info.canonical
                                    if c in profile.metrics.map):
         out.append("  (several names: the first one present in the payload wins; older ones are legacy)\n",

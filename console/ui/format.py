@@ -6,6 +6,7 @@ Pure functions over model values returning Rich ``Text``; no Textual, no I/O.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 
@@ -15,6 +16,13 @@ from console.model import EngineSnapshot, Freshness, Phase, Quantiles, SourceSta
 
 GIB = 1024**3
 NA_STYLE = "dim"
+
+# With NO_COLOR, Textual renders in greys where red on dark is nearly invisible: problems then
+# stand out by reverse video and bold instead of hue.
+MONO = bool(os.environ.get("NO_COLOR"))
+CRIT = "bold reverse" if MONO else "bold red"
+WARN = "bold" if MONO else "yellow"
+SIM = "bold reverse" if MONO else "bold magenta"
 
 _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API[_-]?KEY|AUTH)", re.IGNORECASE)
 
@@ -68,7 +76,7 @@ def pct(fraction: float | None, *, warn: float = 0.9, crit: float = 0.97) -> Tex
     if is_missing(fraction):
         return na()
     assert fraction is not None
-    style = "bold red" if fraction >= crit else "yellow" if fraction >= warn else ""
+    style = CRIT if fraction >= crit else WARN if fraction >= warn else ""
     return Text(f"{100 * fraction:.0f}%", style=style)
 
 
@@ -99,7 +107,7 @@ def hbm(used: int | None, total: int | None) -> Text:
         return na()
     pct_txt = f" {100 * used / total:.0f}%" if total else ""
     tot = f"/{total / GIB:.1f}" if total else ""
-    style = "yellow" if total and used / total > 0.95 else ""
+    style = WARN if total and used / total > 0.95 else ""
     return Text(f"{used / GIB:.1f}{tot} GiB{pct_txt}", style=style)
 
 
@@ -133,15 +141,15 @@ def staleness(f: Freshness, now: float) -> str:
 
 _PHASE_STYLE: dict[Phase, tuple[str, str]] = {
     Phase.READY: ("●", "green"),
-    Phase.DEGRADED: ("▲", "yellow"),
+    Phase.DEGRADED: ("▲", WARN),
     Phase.LOADING: ("◐", "cyan"),
     Phase.STARTING: ("◐", "cyan"),
     Phase.CREATING: ("◐", "cyan"),
     Phase.PULLING: ("◐", "cyan"),
     Phase.STOPPING: ("◑", "cyan"),
-    Phase.UNHEALTHY: ("✖", "bold red"),
-    Phase.UNREACHABLE: ("✖", "bold red"),
-    Phase.FAILED: ("✖", "bold red"),
+    Phase.UNHEALTHY: ("✖", CRIT),
+    Phase.UNREACHABLE: ("✖", CRIT),
+    Phase.FAILED: ("✖", CRIT),
     Phase.EXITED: ("■", "dim"),
     Phase.UNKNOWN: ("?", "dim"),
 }
@@ -167,7 +175,7 @@ def phase(e: EngineSnapshot) -> Text:
     """Glyph + word, so it reads without colour (NO_COLOR); metrics staleness overrides 'ready'."""
     glyph, style = _PHASE_STYLE.get(e.phase, ("?", "dim"))
     if e.phase is Phase.READY and e.metrics_freshness.state is SourceState.STALE:
-        return Text("▲ stale", style="yellow")
+        return Text("▲ stale", style=WARN)
     return Text(f"{glyph} {e.phase.value}", style=style)
 
 

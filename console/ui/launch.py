@@ -77,7 +77,8 @@ def run_console(
     install_exit_signals()
     hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
               gpu_assignment=gpu_assignment)
-    lifecycle = _lifecycle(config) if config is not None and not settings.read_only else None
+    # Engine control also serves logs, so it exists in read-only mode too (its actions are refused there).
+    lifecycle = _lifecycle(config) if config is not None else None
     hub.start()
     try:
         app = DeckApp(

@@ -64,7 +64,7 @@ class RecordingControl:
         self.calls.append(("restart", engine))
 
     def log_tail(self, engine: str, n: int) -> list[str] | None:
-        return None
+        return [f"{engine}: INFO Started server process", f"{engine}: INFO Application startup complete."]
 
 
 async def _palette_texts(app: DeckApp) -> list[str]:
@@ -312,3 +312,23 @@ async def test_setup_screen_offers_demo(make_app: AppFactory) -> None:
         await pilot.press("d")
         await pilot.pause()
     assert app.return_value == "demo"
+
+
+async def test_logs_tab_shows_lifecycle_lines_or_says_why_not(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        app.screen.query_one("#tabs").active = "logs"  # type: ignore[attr-defined]
+        await pilot.pause()
+        assert "not started by enginedeck" in _static(app, "#logs-text")
+    app = make_app()
+    app.lifecycle = RecordingControl()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        app.screen.query_one("#tabs").active = "logs"  # type: ignore[attr-defined]
+        await pilot.pause()
+        assert "tgi-d: INFO Application startup complete." in _static(app, "#logs-text")

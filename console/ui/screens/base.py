@@ -28,7 +28,7 @@ class TopBar(Line):
         t.append(" enginedeck ", style="bold reverse")
         t.append(f" {title}")
         if app.options.simulated:
-            t.append("  SIMULATED", style="bold magenta")
+            t.append("  SIMULATED", style=fmt.SIM)
         if app.options.read_only:
             t.append("  read-only", style="bold")
         src = app.source
@@ -41,11 +41,11 @@ class TopBar(Line):
             sick = sum(1 for e in fleet.engines if fmt.is_sick(e))
             t.append(f"  {len(fleet.engines)} engines")
             if sick:
-                t.append(f" {sick} need attention", style="bold red")
+                t.append(f" {sick} need attention", style=fmt.CRIT)
         if fleet is not None:
             age = app.clock() - fleet.taken_at
             if src is not None and not src.paused and age > 3 * max(src.refresh, 1.0):
-                t.append(f"  no new data for {fmt.ago(app.clock(), fleet.taken_at)}", style="bold red")
+                t.append(f"  no new data for {fmt.ago(app.clock(), fleet.taken_at)}", style=fmt.CRIT)
         self.show(t)
 
 

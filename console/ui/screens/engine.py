@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Grid, Vertical
+from textual.containers import Grid, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 
 from console.config import mask_secrets
@@ -23,8 +23,10 @@ from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
 from console.ui.screens.overview import short_name
 from console.ui.widgets.chart import Chart
+from console.ui.widgets.line import Line
 
 TABS = ("charts", "raw", "identity", "logs")
+LOG_LINES = 500  # shown in the Logs tab (lines are capped at 400 characters)
 
 
 def _fmt_tps(v: float | None) -> str:
@@ -58,6 +60,12 @@ CHARTS: tuple[tuple[str, str, Callable[[float | None], str], float | None], ...]
 )
 
 
+def _raw_value(v: float) -> str:
+    if v == v and abs(v) < 1e15 and v == int(v):  # integral (counters, bytes): all digits
+        return f"{int(v):,}"
+    return f"{v:.6g}"
+
+
 def raw_key(r: RawSeries) -> str:
     return r.name + "{" + ",".join(f'{k}="{v}"' for k, v in r.labels) + "}"
 
@@ -77,9 +85,14 @@ def identity_table(e: EngineSnapshot, app: Any, now: float) -> Table:
     row("served models", ", ".join(e.identity.models))
     row("max context", f"{e.identity.max_model_len:,} tokens" if e.identity.max_model_len else "")
     row("url", e.url)
-    row("control", "managed by enginedeck" if e.managed else "monitor-only (watched, not started here)")
+    if e.managed:
+        row("control", "managed by enginedeck (start/stop/restart)")
+    elif e.simulated:
+        row("control", "simulated engine started for this session (no start/stop control)")
+    else:
+        row("control", "monitor-only (watched, not started here)")
     if e.simulated:
-        row("simulated", Text("yes: synthetic engine from `enginedeck sim`", style="magenta"))
+        row("simulated", Text("yes: synthetic engine from `enginedeck sim`, not a real model", style=fmt.SIM))
     row("GPUs", ",".join(map(str, e.gpus)))
     row("PIDs", ",".join(map(str, e.pids)))
     row("CPU / RSS", (f"{e.cpu_percent:.0f}%" if e.cpu_percent is not None else "n/a")
@@ -90,7 +103,7 @@ def identity_table(e: EngineSnapshot, app: Any, now: float) -> Table:
     row("metrics", fmt.staleness(e.metrics_freshness, now)
         or f"ok, {fmt.ago(now, e.metrics_freshness.updated_at)} ago")
     if e.missing:
-        row("not in payload", Text(", ".join(e.missing), style="yellow"))
+        row("not in payload", Text(", ".join(e.missing), style=fmt.WARN))
     if e.unmapped:
         row("unmapped families", Text(f"{len(e.unmapped)} (see Raw metrics)", style="dim"))
     inst = app.instances.get(e.name)
@@ -148,8 +161,8 @@ class EngineScreen(DeckScreen):
                 yield raw
             with TabPane("Identity", id="identity"):
                 yield Static(id="identity-text")
-            with TabPane("Logs", id="logs"):
-                yield Static(id="logs-text")
+            with TabPane("Logs", id="logs"), VerticalScroll(id="logs-scroll"):
+                yield Line(id="logs-text")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -157,12 +170,7 @@ class EngineScreen(DeckScreen):
         t.add_column("series", key="series", width=70)
         t.add_column("value", key="value", width=14)
         t.add_column("kind", key="kind", width=10)
-        logs = Text("Logs: ", style="bold")
-        logs.append(
-            "engine logs come from console/lifecycle (docker logs / process output). This console was started "
-            "without engine control, so there are no logs to show here."
-        )
-        self.query_one("#logs-text", Static).update(logs)
+        self._show_logs()
 
     def _snap(self, fleet: FleetSnapshot) -> EngineSnapshot | None:
         return fleet.engine(self.engine)
@@ -172,7 +180,7 @@ class EngineScreen(DeckScreen):
         now = self.deck.clock()
         head = Text()
         if e is None:
-            head.append(f"{self.engine}: no longer in the fleet", style="yellow")
+            head.append(f"{self.engine}: no longer in the fleet", style=fmt.WARN)
             self.query_one("#engine-head", Static).update(head)
             return
         head.append(short_name(e.name), style="bold")
@@ -180,7 +188,7 @@ class EngineScreen(DeckScreen):
         head.append_text(fmt.phase(e))
         prob = fmt.problem(e, now)
         if prob:
-            head.append("  " + prob, style="yellow")
+            head.append("  " + prob, style=fmt.WARN)
         if e.identity.models:
             head.append("  " + e.identity.models[0], style="dim")
         if head.markup != self._last_head:
@@ -193,6 +201,28 @@ class EngineScreen(DeckScreen):
             self._show_raw(e)
         elif tab == "identity":
             self.query_one("#identity-text", Static).update(identity_table(e, self.deck, now))
+        elif tab == "logs":
+            self._show_logs()
+
+    def _show_logs(self) -> None:
+        """The last lines the lifecycle manager holds in memory (no Docker call from here)."""
+        ctl = self.deck.lifecycle
+        lines = ctl.log_tail(self.engine, LOG_LINES) if ctl is not None else None
+        out = Text()
+        if lines is None:
+            out.append("No logs here: ", style="bold")
+            out.append(
+                "engine logs come from enginedeck's engine control (docker logs / process output), and this "
+                "engine is not started by enginedeck"
+                + (" (the console runs without engine control)." if ctl is None else ".")
+                + " Use the engine's own logs (e.g. docker logs <container>).",
+                style="dim",
+            )
+        elif not lines:
+            out.append("no log output yet", style="dim")
+        else:
+            out.append("\n".join(line[:400] for line in lines[-LOG_LINES:]))
+        self.query_one("#logs-text", Line).show(out)
 
     def _show_charts(self, e: EngineSnapshot) -> None:
         src = self.deck.source
@@ -213,9 +243,9 @@ class EngineScreen(DeckScreen):
             Text(f"{len(order)} of {len(e.raw)} raw series · {len(e.unmapped)} families not used by the profile",
                  style="dim")
             if e.raw else Text("no raw series: " + (fmt.staleness(e.metrics_freshness, self.deck.clock())
-                                                    or "the engine exported nothing yet"), style="yellow")
+                                                    or "the engine exported nothing yet"), style=fmt.WARN)
         )
-        vals = {k: f"{r.value:.6g}" for k, r in rows}
+        vals = {k: _raw_value(r.value) for k, r in rows}
         if order != self._raw_order:
             table.clear()
             for k, r in rows:

@@ -102,7 +102,7 @@ class GpuScreen(DeckScreen):
         sel = self.query_one("#gpu-sel", Static)
         procs: DataTable[Text] = self.query_one("#procs", DataTable)
         if g is None:
-            sel.update(Text("no GPU to show: " + (fleet.gpus.unavailable_reason or "none found"), style="yellow"))
+            sel.update(Text("no GPU to show: " + (fleet.gpus.unavailable_reason or "none found"), style=fmt.WARN))
             procs.clear()
             return
         head = Text(f"GPU {g.index} ", style="bold")
@@ -113,9 +113,9 @@ class GpuScreen(DeckScreen):
         if g.mem_clock_mhz is not None:
             head.append(f"  mem {g.mem_clock_mhz} MHz")
         if g.ecc_errors:
-            head.append(f"  ECC errors {g.ecc_errors}", style="bold red")
+            head.append(f"  ECC errors {g.ecc_errors}", style=fmt.CRIT)
         if g.xid_errors:
-            head.append("  XID " + ",".join(map(str, g.xid_errors)), style="bold red")
+            head.append("  XID " + ",".join(map(str, g.xid_errors)), style=fmt.CRIT)
         sel.update(head)
         src = self.deck.source
         if src is not None:
@@ -131,7 +131,7 @@ class GpuScreen(DeckScreen):
                 Text(p.name or "?"),
                 Text(f"{p.used_bytes / fmt.GIB:.1f} GiB") if p.used_bytes is not None else fmt.na(),
                 Text(p.container or "-", style="dim" if not p.container else ""),
-                Text(short_name(engine)) if engine else Text("unattributed", style="yellow"),
+                Text(short_name(engine)) if engine else Text("unattributed", style=fmt.WARN),
             ])
         if not g.processes:
             rows.append([Text("-"), Text("no compute processes reported", style="dim"), Text(""), Text(""), Text("")])

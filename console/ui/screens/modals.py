@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from console.profiles import EngineProfile
+from console.ui import format as fmt
 from console.ui.actions import ActionRegistry, display_key
 from console.ui.explain import explain
 
@@ -43,7 +44,7 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help-box", classes="popup"):
             note = Text("Keys (also in the command palette, ctrl+p). ", style="bold")
             if self.read_only:
-                note.append("Read-only mode: engine control is disabled and not listed.", style="yellow")
+                note.append("Read-only mode: engine control is disabled and not listed.", style=fmt.WARN)
             note.append("\nCells: 'n/a' = not exported / no data yet (never 0) · '~' = few samples · "
                         "'stale N s: why' = last collection failed N s ago", style="dim")
             yield Static(note)

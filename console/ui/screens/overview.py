@@ -130,7 +130,7 @@ class _Ctx:
 
 
 def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
-    name = g.name.replace("NVIDIA ", "")
+    name = g.name.replace("NVIDIA ", "").replace("Simulated ", "")  # the panel title says "simulated"
     label = Text(f"{g.index} ")
     label.append(name[:9], style="dim")
     power = fmt.na()
@@ -140,21 +140,21 @@ def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
     owner = Text(", ".join(short_name(x) for x in engines)) if engines else Text("-", style="dim")
     temp = fmt.unit(g.temperature_c, "°C")
     if g.temperature_c is not None and g.temperature_c >= 85:
-        temp.stylize("bold red")
+        temp.stylize(fmt.CRIT)
     return [label, fmt.unit(g.util_percent, "%"), fmt.hbm(g.mem_used_bytes, g.mem_total_bytes), temp, power, owner]
 
 
 def gpu_title(gf: GpuFleet, now: float) -> Text:
     t = Text("GPUs", style="bold")
     if gf.source == "simulated":
-        t.append(" (simulated)", style="magenta")
+        t.append(" (simulated)", style=fmt.SIM)
     if gf.driver_version:
         t.append(f" · driver {gf.driver_version}", style="dim")
     if gf.unavailable_reason:
-        t.append(f" · {gf.unavailable_reason}", style="yellow")
+        t.append(f" · {gf.unavailable_reason}", style=fmt.WARN)
     st = "" if gf.unavailable_reason else fmt.staleness(gf.freshness, now)
     if st:
-        t.append(f" · {st}", style="yellow")
+        t.append(f" · {st}", style=fmt.WARN)
     if not gf.gpus and not gf.unavailable_reason and not st:
         t.append(" · none found", style="dim")
     return t
@@ -174,7 +174,7 @@ def host_line(h: HostSnapshot | None, now: float) -> Text:
         t.append(" · load " + " ".join(f"{x:.1f}" for x in h.load_avg))
     st = fmt.staleness(h.freshness, now)
     if st:
-        t.append(f" · {st}", style="yellow")
+        t.append(f" · {st}", style=fmt.WARN)
     return t
 
 
@@ -332,7 +332,7 @@ class OverviewScreen(DeckScreen):
             if selected in order:
                 table.move_cursor(row=order.index(selected), column=col, animate=False)
             if not order:
-                self._set_text("attention", Text("no engine matches the filter", style="yellow"))
+                self._set_text("attention", Text("no engine matches the filter", style=fmt.WARN))
             return
         for name in order:
             new = rows[name]
