@@ -9,6 +9,7 @@ the foreground until Ctrl-C (or SIGTERM), then stops the engine.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -55,6 +56,12 @@ def run(args: argparse.Namespace) -> int:
             if st.phase is not Phase.READY:
                 raise fail_from_state(st)
             print(f"{inst.name} ready at {inst.url} ({time.monotonic() - t0:.1f} s)")
+            if st.config_changed:
+                print(
+                    f"note: {inst.name} was already running with an older configuration; "
+                    f"`enginedeck restart {inst.name}` applies the current one",
+                    file=sys.stderr,
+                )
         else:
             print(f"{inst.name} started ({manager.status(inst.name).container_id}); not waiting for ready")
         if is_process:

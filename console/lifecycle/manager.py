@@ -368,9 +368,13 @@ class LifecycleManager:
                     detail="running (found by label)",
                 )
             else:
-                slot.machine.attached(Phase.STOPPING, container_id=info.id, address=", ".join(info.ports))
-                lines = dh.tail(20)
-                slot.machine.exited(info.exit_code, oom=info.oom_killed, last_lines=lines)
+                slot.machine.found_exited(
+                    info.exit_code,
+                    oom=info.oom_killed,
+                    last_lines=dh.tail(20),
+                    container_id=info.id,
+                    address=", ".join(info.ports),
+                )
         if running:
             self._probe_once(slot)
         self._publish(slot)
@@ -409,8 +413,9 @@ class LifecycleManager:
             self._audit(action, slot, "ok", f"already running ({slot.handle.ident})")
             return st
         if slot.handle is not None:  # an ended run we attached to: clear it away first
-            with contextlib.suppress(LifecycleError):
-                slot.handle.remove()
+            if not slot.adopted:  # (an adopted container is the user's: never removed)
+                with contextlib.suppress(LifecycleError):
+                    slot.handle.remove()
             slot.handle = None
         with slot.lock:
             slot.generation += 1

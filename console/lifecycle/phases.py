@@ -163,6 +163,30 @@ class PhaseMachine:
             monitor_only=monitor_only,
         )
 
+    def found_exited(
+        self,
+        code: int | None,
+        *,
+        oom: bool = False,
+        last_lines: tuple[str, ...] = (),
+        container_id: str | None = None,
+        address: str = "",
+    ) -> None:
+        """Found the engine's container already ended (a crash while nobody watched)."""
+        text = f"exit code {code}" if code is not None else "no exit code"
+        if oom:
+            text += ", OOMKilled"
+        self._set(
+            Phase.EXITED,
+            detail=f"found exited ({text})",
+            exit_code=code,
+            oom_killed=oom,
+            last_log_lines=last_lines[-LAST_LINES:],
+            container_id=container_id,
+            address=address,
+            countdown=None,
+        )
+
     def log_line(self, text: str) -> None:
         """A new log line arrived: evidence of progress."""
         self._last_log_at = self._clock()

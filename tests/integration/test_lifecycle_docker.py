@@ -116,7 +116,33 @@ def test_crash_shows_exit_code_and_last_logs(docker_client: Any, sim_image: str,
     assert st.exit_code not in (None, 0), st.one_line()
     assert st.last_log_lines, "the last log lines are kept in the state"
     assert f"exit code {st.exit_code}" in st.detail
+    if st.phase is Phase.EXITED:  # crashed after ready: the container stays for inspection
+        later = manager(cfg(**{name: sim_engine(sim_image, 1, "--fault", "crash-after=1")}))
+        found = later.refresh(name).result(timeout=30)
+        assert found.phase is Phase.EXITED and found.detail == f"found exited (exit code {st.exit_code})"
+        assert found.last_log_lines
+        row = next(r for r in later.ps().result(timeout=30).rows if r.name == name)
+        assert row.phase == f"exited ({st.exit_code})"
     m.remove(name).result(timeout=30)
+    assert ours(docker_client, name) == []
+
+
+def test_config_change_is_noticed(docker_client: Any, sim_image: str, free_port: Any, manager: Any) -> None:
+    name, port = f"cfg-{SUFFIX}", free_port()
+    m = manager(cfg(**{name: sim_engine(sim_image, port)}))
+    m.start(name).result(timeout=60)
+    assert m.wait(name, timeout=60).phase is Phase.READY
+    same = manager(cfg(**{name: sim_engine(sim_image, port)})).refresh(name).result(timeout=30)
+    assert same.phase is Phase.READY and not same.config_changed
+    edited = manager(cfg(**{name: sim_engine(sim_image, port, "--seed", "7")}))
+    st = edited.refresh(name).result(timeout=30)
+    assert st.config_changed and st.phase is Phase.READY
+    row = next(r for r in edited.ps().result(timeout=30).rows if r.name == name)
+    assert row.config_changed
+    st = edited.restart(name).result(timeout=60)
+    assert not st.config_changed and st.config_hash == edited.launch_spec(name).config_hash
+    assert edited.wait(name, timeout=60).phase is Phase.READY
+    edited.stop(name).result(timeout=60)
     assert ours(docker_client, name) == []
 
 

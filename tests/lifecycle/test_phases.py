@@ -184,6 +184,14 @@ def test_probes_do_not_change_a_stopping_or_ended_engine(clock: FakeClock) -> No
     assert m.phase is Phase.EXITED
 
 
+def test_found_exited_container(clock: FakeClock) -> None:
+    m = machine(clock)
+    m.found_exited(1, oom=True, last_lines=("boom",), container_id="abc")
+    assert m.phase is Phase.EXITED
+    assert m.state.detail == "found exited (exit code 1, OOMKilled)"
+    assert (m.state.exit_code, m.state.oom_killed, m.state.container_id) == (1, True, "abc")
+
+
 def test_reset_forgets_the_previous_run(clock: FakeClock) -> None:
     m = machine(clock)
     m.starting()
