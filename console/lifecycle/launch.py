@@ -143,7 +143,8 @@ class LaunchSpec:
         if self.entrypoint:
             parts.append(f"--entrypoint {shlex.quote(self.entrypoint[0])}")
         parts.append(self.image)
-        rest = self.display_argv()[len(self.entrypoint or ()) and 1 :]
+        # After the image: the rest of the entrypoint (its first word went to --entrypoint), then args.
+        rest = self.display_argv()[1:] if self.entrypoint else self.display_argv()
         parts.append(" ".join(shlex.quote(a) for a in rest))
         return " ".join(p for p in parts if p)
 
