@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.client.aggregate import record_dict, summarize
-from console.client.gpu import GpuSampler, default_collect
+from console.client.gpu import GpuSampler, SimulatedGpuCollect, default_collect
 from console.client.http import HTTPClient, HTTPError
 from console.client.loadgen import LevelRaw, LevelSpec, ProgressFn, Target, run_level
 from console.client.stream import EndpointKind, GenParams, length_mode, list_models
@@ -64,7 +64,7 @@ class BenchConfig:
     slo: dict[str, float] = field(default_factory=dict)
     endpoint: EndpointKind = "completions"
     scrape_metrics: bool = True
-    gpu: bool = True
+    gpu: str = "nvml"  # nvml | simulated | none
     keep_events: bool = True
     request_timeout: float = 600.0
 
@@ -111,7 +111,7 @@ async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressF
     started = _dt.datetime.now(_dt.UTC)
     runs: list[dict[str, Any]] = []
     raw_by_key: dict[tuple[int, int, int], LevelRaw] = {}
-    collect = default_collect() if cfg.gpu else None
+    collect = default_collect() if cfg.gpu == "nvml" else None
     order = run_order(len(cfg.engines), cfg.repeats)
     for pos, (ei, rep) in enumerate(order):
         e = cfg.engines[ei]
@@ -122,7 +122,10 @@ async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressF
         for li, spec in enumerate(cfg.levels):
             warm = spec.warmup_count
             prompts = generate(cfg.workload, warm + spec.num_prompts, cfg.seed, tag=f"L{li}R{rep}-")
-            gpu = GpuSampler(collect, e.gpus) if collect is not None else None
+            if cfg.gpu == "simulated":
+                gpu: GpuSampler | None = GpuSampler(SimulatedGpuCollect(e.name, e.profile.name, e.url))
+            else:
+                gpu = GpuSampler(collect, e.gpus) if collect is not None else None
             raw = await run_level(
                 target, spec, prompts, cfg.params, progress=progress, gpu=gpu,
                 scrape_metrics=cfg.scrape_metrics, request_timeout=cfg.request_timeout,

@@ -33,6 +33,7 @@ class GpuSampler:
 
     def __init__(self, collect: Collect, indices: Sequence[int] = ()) -> None:
         self._collect = collect
+        self.collector: Collect = collect
         self.indices = tuple(indices)
         self.samples: list[tuple[float, float | None, float | None]] = []
         self.reason = ""
@@ -86,3 +87,38 @@ class GpuSampler:
             "energy_j": energy,
             "energy_span_s": (pts[-1][0] - pts[0][0]) if len(pts) >= 2 else None,
         }
+
+
+class SimulatedGpuCollect:
+    """A ``collect`` for simulated engines: the telemetry layer's simulated GPU, driven by the
+    engine's own scraped load (running, KV usage, generation rate) during the level."""
+
+    def __init__(self, engine_name: str, profile: str, url: str) -> None:
+        from console.telemetry.simgpu import SimulatedGpus
+
+        self._gpus = SimulatedGpus(gpu_count=1)
+        self._name, self._profile, self._url = engine_name, profile, url
+        self._running: float | None = None
+        self._kv: float | None = None
+        self._gen_tps: float | None = None
+        self._last_gen: tuple[float, float] | None = None
+
+    def feed(self, running: float | None, kv_usage: float | None, generation_tokens: float | None) -> None:
+        now = time.monotonic()
+        self._running, self._kv = running, kv_usage
+        if generation_tokens is not None:
+            if self._last_gen is not None and now > self._last_gen[0]:
+                self._gen_tps = max(0.0, (generation_tokens - self._last_gen[1]) / (now - self._last_gen[0]))
+            self._last_gen = (now, generation_tokens)
+
+    def __call__(self) -> GpuFleet:
+        from console.model import EngineSnapshot, ModelMetrics, Phase, Rates
+
+        total = ModelMetrics(
+            model="", running=self._running, kv_usage=self._kv, generation_tps=Rates(r5s=self._gen_tps)
+        )
+        snap = EngineSnapshot(
+            name=self._name, profile=self._profile, url=self._url, taken_at=time.time(), phase=Phase.READY,
+            reachable=True, total=total, simulated=True, pids=(0,),
+        )  # fmt: skip
+        return self._gpus.step(time.time(), [snap])

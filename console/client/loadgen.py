@@ -21,9 +21,9 @@ from typing import Any, Literal
 import orjson
 
 from console.client.arrivals import Arrival, schedule
-from console.client.gpu import GpuSampler
+from console.client.gpu import GpuSampler, SimulatedGpuCollect
 from console.client.http import HTTPClient, _perf_ns
-from console.client.servermetrics import LevelServerStats, MetricsScraper
+from console.client.servermetrics import LevelServerStats, MetricsScraper, counter_total, gauge
 from console.client.stream import EndpointKind, GenParams, LengthMode, auth_headers, build_body, endpoint_path
 from console.client.stream import stream_request as _stream_request
 from console.client.timing import RequestRecord
@@ -238,6 +238,10 @@ async def run_level(
                 r = await scraper.scrape()
                 if r is not None:
                     server.sample(r)
+                    if gpu is not None and isinstance(gpu.collector, SimulatedGpuCollect):
+                        gpu.collector.feed(
+                            gauge(r, "running", "sum"), gauge(r, "kv_usage"), counter_total(r, "generation_tokens")
+                        )
             if gpu is not None:
                 await gpu.sample()
 

@@ -43,6 +43,8 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-engine-metrics", action="store_true", help="do not scrape the engines' /metrics")
     p.add_argument("--no-gpu", action="store_true", help="do not sample GPU utilisation/power")
+    p.add_argument("--gpus", choices=["nvml", "simulated", "none"], default=None,
+                   help="GPU source for utilisation/power (default: the config's gpu_source, nvml)")
     p.add_argument("--no-events", action="store_true", help="leave per-event timestamps out of the JSON")
     p.add_argument("--json", dest="json_out", metavar="FILE", help="write the result document (JSON)")
     p.add_argument("--csv", dest="csv_out", metavar="FILE")
@@ -111,7 +113,7 @@ def build_config(args: argparse.Namespace) -> Any:
     return BenchConfig(
         engines=engines, levels=tuple(levels), workload=workload, params=params, repeats=args.repeats,
         seed=args.seed, slo=slo, endpoint=args.endpoint, scrape_metrics=not args.no_engine_metrics,
-        gpu=not args.no_gpu, keep_events=not args.no_events,
+        gpu="none" if args.no_gpu else (args.gpus or cfg.console.gpu_source), keep_events=not args.no_events,
     )  # fmt: skip
 
 

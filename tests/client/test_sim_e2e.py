@@ -89,7 +89,7 @@ def test_bench_acceptance_two_engines(tmp_path: Path, capsys: pytest.CaptureFixt
     with sims(("vllm", "--speed", "8"), ("sglang", "--speed", "8")) as (a, b):
         code = main(["bench", "--engine", a.ref, "--engine", b.ref, "--concurrency", "1,8", "--num-prompts", "64",
                      "--input-len", "128", "--output-len", "64", "--json", str(out), "--markdown", str(md),
-                     "--quiet", "--no-gpu"])  # fmt: skip
+                     "--quiet", "--gpus", "simulated"])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "TTFT p50 (ms)" in captured.out and "C=1" in captured.out and "C=8" in captured.out
@@ -104,6 +104,7 @@ def test_bench_acceptance_two_engines(tmp_path: Path, capsys: pytest.CaptureFixt
             assert level["length_mode"] == "ignore_eos"
             assert len([r for r in level["records"] if not r["warmup"]]) == 64
             assert level["server"]["available"]
+            assert level["gpu"]["tokens_per_joule"] is not None and level["gpu"]["tokens_per_joule"] > 0
     assert doc["prompt_token_check"]["ok"] and doc["prompt_token_check"]["compared"] > 0
     lv = doc["summary"]["levels"][1]
     assert lv["ratio_b_a"]["ttft_p50_ms"] is not None
