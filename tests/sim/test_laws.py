@@ -4,7 +4,7 @@
 (2) the TTFT histogram counts one observation per completed request;
 (3) the generation-token counter grows by exactly the sum of ``usage.completion_tokens``;
 (4) under KV pressure (vLLM, small pool, concurrency 32) KV usage passes 0.5, requests wait and
-    preemptions are counted. SIM_LAW4_SECONDS=30 runs the long version by hand.
+    preemptions are counted. SIM_LAW4_SECONDS=30 SIM_LAW4_SPEED=1 runs the long version by hand.
 """
 
 from __future__ import annotations
@@ -118,8 +118,9 @@ async def test_law3_generation_counter_equals_usage_sum(engine: str) -> None:
 
 async def test_law4_kv_pressure_queues_and_preempts() -> None:
     seconds = float(os.environ.get("SIM_LAW4_SECONDS", "3"))
+    speed = float(os.environ.get("SIM_LAW4_SPEED", "4"))
     # 96 blocks x 16 tokens; 32 clients with ~120-token prompts and 100-token answers cannot all fit.
-    async with sim("vllm", kv_blocks=96, max_running=64, speed=4.0) as srv, aiohttp.ClientSession() as s:
+    async with sim("vllm", kv_blocks=96, max_running=64, speed=speed) as srv, aiohttp.ClientSession() as s:
         stop = time.monotonic() + seconds
         rng = random.Random(4)
 
@@ -143,6 +144,7 @@ async def test_law4_kv_pressure_queues_and_preempts() -> None:
         preemptions = sample_value(fams, "vllm:num_preemptions", "vllm:num_preemptions_total")
         async with s.get(f"{srv.url}/_sim/state") as r:
             truth = (await r.json())["counters"]
+        print(f"law4 over {seconds:g}s: max kv {max_kv:.2f}, max waiting {max_wait:g}, preemptions {preemptions:g}")
         assert max_kv > 0.5
         assert max_wait > 0
         assert preemptions > 0 and preemptions == truth["preemptions"]
