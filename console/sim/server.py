@@ -194,6 +194,7 @@ class SimServer:
         path = request.path
         if path.startswith("/_sim/"):
             return await handler(request)
+        t0 = time.perf_counter()
         if self.state == "loading" and fl.loading == "503":
             resp: web.StreamResponse = fl.error(503, "Loading model", "unavailable")
         elif self.state == "warmup" and path.startswith("/health"):
@@ -208,6 +209,9 @@ class SimServer:
             except web.HTTPMethodNotAllowed:
                 resp = fl.error(405, "Method Not Allowed", "bad_request") if fl.name == "llamacpp" else \
                     json_response({"detail": "Method Not Allowed"}, 405)
+        route = request.match_info.route.resource
+        fl.on_http(route.canonical if route is not None else "none", request.method, resp.status,
+                   time.perf_counter() - t0)
         if self.access_log:
             peer = request.remote or "-"
             port = request.transport.get_extra_info("peername")[1] if request.transport else 0

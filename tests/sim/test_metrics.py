@@ -91,6 +91,11 @@ async def test_families_types_and_labels(engine: str) -> None:
             assert s0.labels == {"model_name": "org/model-x", "engine": "0"}
             assert "vllm:prompt_tokens_created" in fams  # single-process prometheus_client registry
             assert "process_resident_memory_bytes" in fams
+            # prometheus-fastapi-instrumentator series: no model_name label at all.
+            http = fams["http_requests"]
+            assert http.type == "counter"
+            assert {s.labels["handler"] for s in http.samples if s.name == "http_requests_total"} == {
+                "/v1/chat/completions"}
             ttft = [s.labels["le"] for s in fams["vllm:time_to_first_token_seconds"].samples
                     if s.name.endswith("_bucket")]
             assert len(ttft) == 23 and ttft[0] == "0.001" and ttft[-2] == "2560.0" and ttft[-1] == "+Inf"

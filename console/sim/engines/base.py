@@ -24,6 +24,10 @@ _SENTINEL = "\x00sim-token\x00"
 _SENTINEL_JSON = orjson.dumps(_SENTINEL)
 
 Loading = Literal["refuse", "refuse-then-503", "503"]
+# prometheus-fastapi-instrumentator as vLLM configures it: default buckets, these handlers skipped.
+HTTP_BUCKETS = (0.1, 0.5, 1.0)
+HTTP_EXCLUDED = frozenset({"/metrics", "/prometheus/metrics", "/health", "/load", "/ping", "/version",
+                           "/server_info", "none"})
 
 
 @dataclass
@@ -114,6 +118,8 @@ class Flavour:
         )
         self.scheduler = Scheduler(self.sched_config, self)
         self.last_step: StepOutcome | None = None
+        self.http_requests: dict[tuple[str, str, str], int] = {}
+        self.http_durations: dict[tuple[str, str], Histogram] = {}
 
     # ------------------------------------------------------------------ observer hooks
     def on_arrival(self, req: Request, now: float) -> None:
@@ -168,6 +174,30 @@ class Flavour:
         self.c.reused_blocks += s.reused_blocks
         self.c.missed_blocks += s.missed_blocks
         self.last_step = s
+
+    def on_http(self, handler: str, method: str, status: int, seconds: float) -> None:
+        """Every HTTP request (for engines whose /metrics carries prometheus-fastapi-instrumentator series)."""
+        if handler in HTTP_EXCLUDED:
+            return
+        key = (handler, method, f"{status // 100}xx")
+        self.http_requests[key] = self.http_requests.get(key, 0) + 1
+        hkey = (handler, method)
+        h = self.http_durations.get(hkey)
+        if h is None:
+            h = self.http_durations[hkey] = Histogram(HTTP_BUCKETS)
+        h.observe(seconds)
+
+    def http_families(self) -> list[Family]:
+        return [
+            Family("http_requests", "counter", "Total number of requests by method, status and handler.",
+                   values=[((("handler", h), ("method", m), ("status", st)), float(v))
+                           for (h, m, st), v in sorted(self.http_requests.items())], created=self.start_time),
+            Family("http_request_duration_seconds", "histogram",
+                   "Latency with only few buckets by handler. Made to be only used if aggregation by handler is "
+                   "important.", hists=[((("handler", h), ("method", m)), hh)
+                                        for (h, m), hh in sorted(self.http_durations.items())],
+                   created=self.start_time),
+        ]
 
     def on_error(self, status: int) -> None:
         """An injected failure answered before the request reached the scheduler."""

@@ -216,7 +216,8 @@ class TrtllmFlavour(Flavour):
         return fams
 
     def render_metrics(self) -> web.Response:
-        text = render_client(self.metrics_families(), created=False, multiprocess=True)
+        text = render_client(self.http_families(), created=False, multiprocess=True)
+        text += render_client(self.metrics_families(), created=False, multiprocess=True)
         return web.Response(body=text.encode(), headers={"Content-Type": PROM_CLIENT_CT})
 
     # ---- HTTP ----

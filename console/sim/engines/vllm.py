@@ -14,6 +14,7 @@ Ground-truth counters (``/_sim/state``), matching how vLLM's own series move:
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any, ClassVar
 
@@ -220,7 +221,11 @@ class VllmFlavour(Flavour):
             mem = p.memory_info()
             cpu = p.cpu_times()
             fds = p.num_fds() if hasattr(p, "num_fds") else 0
+        v = sys.version_info
         return [
+            Family("python_info", "gauge", "Python platform information",
+                   values=[((("implementation", "CPython"), ("major", str(v.major)), ("minor", str(v.minor)),
+                             ("patchlevel", str(v.micro)), ("version", f"{v.major}.{v.minor}.{v.micro}")), 1.0)]),
             Family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
                    values=[((), float(mem.vms))]),
             Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
@@ -234,6 +239,7 @@ class VllmFlavour(Flavour):
 
     def render_metrics(self) -> web.Response:
         text = render_client(self.process_families(), created=False, multiprocess=False)
+        text += render_client(self.http_families(), created=True, multiprocess=False)
         text += render_client(self.metrics_families(), created=True, multiprocess=False)
         return web.Response(body=text.encode(), headers={"Content-Type": PROM_CLIENT_CT})
 
