@@ -151,3 +151,73 @@ def render_rust(families: Iterable[Family]) -> str:
                 out.append(f"{f.name}{_labelstr(labels)} {rust_float(v)}\n")
         out.append("\n")
     return "".join(out)
+
+
+def render_openmetrics(families: Iterable[Family], *, created: bool, multiprocess: bool, eof: bool = True,
+                       escaping: str = "underscores") -> str:
+    """prometheus_client's OpenMetrics 1.0 writer: ``_created`` inline per series, ``# EOF`` at the end.
+
+    Like prometheus_client 0.26, sample names (not HELP/TYPE names) are escaped with the label-name
+    rules unless the scraper asked for ``escaping=allow-utf-8``: ``vllm:x_total`` is written
+    ``vllm_x_total``.
+    """
+    out: list[str] = []
+    for fam in families:
+        f = fam
+        if escaping != "allow-utf-8" and ":" in fam.name:
+            out.append(f"# HELP {fam.name} {fam.help}\n# TYPE {fam.name} {fam.kind}\n")
+            f = Family(fam.name.replace(":", "_"), fam.kind, fam.help, fam.values, fam.hists, fam.created)
+        else:
+            out.append(f"# HELP {f.name} {f.help}\n# TYPE {f.name} {f.kind}\n")
+        if f.kind == "histogram":
+            for labels, h in f.hists:
+                ls = _labelstr(labels)
+                buckets = [f"{f.name}_bucket{_labelstr((*labels, ('le', go_float(b))))} {go_float(float(c))}\n"
+                           for b, c in zip((*h.bounds, math.inf), h.cumulative(), strict=True)]
+                count = f"{f.name}_count{ls} {go_float(float(h.count))}\n"
+                total = f"{f.name}_sum{ls} {go_float(h.sum)}\n"
+                out.extend([total, *buckets, count] if multiprocess else [*buckets, count, total])
+                if created:
+                    out.append(f"{f.name}_created{ls} {go_float(f.created)}\n")
+        else:
+            suffix = "_total" if f.kind == "counter" else ""
+            for labels, v in f.values:
+                ls = _labelstr(labels)
+                out.append(f"{f.name}{suffix}{ls} {go_float(v)}\n")
+                if created and f.kind == "counter":
+                    out.append(f"{f.name}_created{ls} {go_float(f.created)}\n")
+    if eof:
+        out.append("# EOF\n")
+    return "".join(out)
+
+
+PLAIN_0_0_4 = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def negotiate(accept: str) -> tuple[bool, str, str]:
+    """prometheus_client's choose_encoder: (OpenMetrics?, Content-Type, escaping) for an Accept header."""
+    for accepted in accept.split(","):
+        toks = accepted.split(";")
+        media = toks[0].strip()
+        params = dict(t.strip().split("=", 1) for t in toks[1:] if "=" in t)
+        version = params.get("version", "")
+        escaping = params.get("escaping", "underscores")
+        if escaping not in ("allow-utf-8", "underscores", "dots", "values"):
+            escaping = "underscores"
+        if media == "application/openmetrics-text":
+            if not version:
+                return True, "application/openmetrics-text; version=1.0.0; charset=utf-8", "underscores"
+            if _version(version) >= (1, 0, 0):
+                ctype = f"application/openmetrics-text; version={version}; charset=utf-8; escaping={escaping}"
+                return True, ctype, escaping
+        elif media == "text/plain" and version and _version(version) >= (1, 0, 0):
+            return False, f"text/plain; version=1.0.0; charset=utf-8; escaping={escaping}", escaping
+    return False, PLAIN_0_0_4, "underscores"
+
+
+def _version(v: str) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in v.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)

@@ -266,7 +266,7 @@ class SimServer:
         if f.garbage_metrics:
             junk = bytes(self._rng.randrange(256) for _ in range(512))
             return web.Response(body=b"\x00\xffnot prometheus {{{ " + junk, content_type="text/plain")
-        return self.flavour.render_metrics()
+        return self.flavour.render_metrics(request.headers.get("Accept", ""))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=True)

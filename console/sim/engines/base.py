@@ -15,11 +15,10 @@ from typing import Any, ClassVar, Literal
 import orjson
 from aiohttp import web
 
-from console.sim.promtext import Family, Histogram, Labels
+from console.sim.promtext import Family, Histogram, Labels, negotiate, render_client, render_openmetrics
 from console.sim.scheduler import Request, Scheduler, SchedulerConfig, StepOutcome
 
 JSON_CT = "application/json"
-PROM_CLIENT_CT = "text/plain; version=0.0.4; charset=utf-8"
 _SENTINEL = "\x00sim-token\x00"
 _SENTINEL_JSON = orjson.dumps(_SENTINEL)
 
@@ -228,8 +227,19 @@ class Flavour:
     def metrics_families(self) -> list[Family]:
         raise NotImplementedError
 
-    def render_metrics(self) -> web.Response:
+    def render_metrics(self, accept: str = "") -> web.Response:
         raise NotImplementedError
+
+    @staticmethod
+    def client_response(groups: list[tuple[list[Family], bool]], accept: str, *, multiprocess: bool) -> web.Response:
+        """prometheus_client exposition of ``(families, with _created)`` groups, negotiated like its ASGI app."""
+        om, ctype, escaping = negotiate(accept)
+        if om:
+            text = "".join(render_openmetrics(fams, created=c, multiprocess=multiprocess, eof=False, escaping=escaping)
+                           for fams, c in groups) + "# EOF\n"
+        else:
+            text = "".join(render_client(fams, created=c, multiprocess=multiprocess) for fams, c in groups)
+        return web.Response(body=text.encode(), headers={"Content-Type": ctype})
 
     def labels(self) -> Labels:
         return (("model_name", self.model),)

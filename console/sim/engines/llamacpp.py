@@ -100,7 +100,7 @@ class LlamacppFlavour(Flavour):
         # Not prometheus_client shaped; render_metrics writes the text directly.
         return []
 
-    def render_metrics(self) -> web.Response:
+    def render_metrics(self, accept: str = "") -> web.Response:
         s = self.scheduler
         c = self.c
         prompt_tps = self.bucket_prompt_tokens / self.bucket_prompt_s if self.bucket_prompt_s else 0.0

@@ -22,8 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
-from console.sim.engines.base import PROM_CLIENT_CT, Flavour, SimOptions, StreamCtx, counter, gauge, hist, json_response
-from console.sim.promtext import Family, Histogram, Labels, render_client
+from console.sim.engines.base import Flavour, SimOptions, StreamCtx, counter, gauge, hist, json_response
+from console.sim.promtext import Family, Histogram, Labels
 from console.sim.scheduler import Request, StepOutcome
 
 TTFT_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
@@ -157,9 +157,8 @@ class SglangFlavour(Flavour):
         ]
         return fams
 
-    def render_metrics(self) -> web.Response:
-        text = render_client(self.metrics_families(), created=False, multiprocess=True)
-        return web.Response(body=text.encode(), headers={"Content-Type": PROM_CLIENT_CT})
+    def render_metrics(self, accept: str = "") -> web.Response:
+        return self.client_response([(self.metrics_families(), False)], accept, multiprocess=True)
 
     # ---- HTTP ----
     def auth_required(self, path: str) -> bool:

@@ -144,7 +144,7 @@ class TgiFlavour(Flavour):
                                values=[((("err", "generation"),), float(self.failures))]))
         return fams
 
-    def render_metrics(self) -> web.Response:
+    def render_metrics(self, accept: str = "") -> web.Response:
         return web.Response(text=render_rust(self.metrics_families()), content_type="text/plain")
 
     # ---- HTTP ----

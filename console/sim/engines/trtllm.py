@@ -25,9 +25,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from console.sim.engines.base import PROM_CLIENT_CT, Flavour, SimOptions, StreamCtx, counter, gauge, hist, json_response
+from console.sim.engines.base import Flavour, SimOptions, StreamCtx, counter, gauge, hist, json_response
 from console.sim.engines.vllm import ITL_BUCKETS, LATENCY_BUCKETS, TTFT_BUCKETS
-from console.sim.promtext import Family, Histogram, Labels, render_client
+from console.sim.promtext import Family, Histogram, Labels
 from console.sim.scheduler import Request, StepOutcome
 
 _SAMPLING = {
@@ -215,10 +215,9 @@ class TrtllmFlavour(Flavour):
         ]
         return fams
 
-    def render_metrics(self) -> web.Response:
-        text = render_client(self.http_families(), created=False, multiprocess=True)
-        text += render_client(self.metrics_families(), created=False, multiprocess=True)
-        return web.Response(body=text.encode(), headers={"Content-Type": PROM_CLIENT_CT})
+    def render_metrics(self, accept: str = "") -> web.Response:
+        groups = [(self.http_families(), False), (self.metrics_families(), False)]
+        return self.client_response(groups, accept, multiprocess=True)
 
     # ---- HTTP ----
     def error(self, status: int, message: str, kind: str) -> web.Response:

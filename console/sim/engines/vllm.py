@@ -22,7 +22,6 @@ import psutil
 from aiohttp import web
 
 from console.sim.engines.base import (
-    PROM_CLIENT_CT,
     Flavour,
     SimOptions,
     buckets_1_2_5,
@@ -31,7 +30,7 @@ from console.sim.engines.base import (
     hist,
     json_response,
 )
-from console.sim.promtext import Family, Histogram, Labels, render_client
+from console.sim.promtext import Family, Histogram, Labels
 from console.sim.scheduler import Request, StepOutcome
 
 TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
@@ -237,11 +236,9 @@ class VllmFlavour(Flavour):
             Family("process_open_fds", "gauge", "Number of open file descriptors.", values=[((), float(fds))]),
         ]
 
-    def render_metrics(self) -> web.Response:
-        text = render_client(self.process_families(), created=False, multiprocess=False)
-        text += render_client(self.http_families(), created=True, multiprocess=False)
-        text += render_client(self.metrics_families(), created=True, multiprocess=False)
-        return web.Response(body=text.encode(), headers={"Content-Type": PROM_CLIENT_CT})
+    def render_metrics(self, accept: str = "") -> web.Response:
+        groups = [(self.process_families(), False), (self.http_families(), True), (self.metrics_families(), True)]
+        return self.client_response(groups, accept, multiprocess=False)
 
     # ---- HTTP ----
     def auth_required(self, path: str) -> bool:
