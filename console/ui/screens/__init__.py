@@ -13,7 +13,7 @@ from typing import Any
 from console.ui.actions import Action
 
 # One line per screen module (console.ui.screens.<name>), in navigation order.
-SCREEN_MODULES: tuple[str, ...] = ("overview", "engine", "gpus")
+SCREEN_MODULES: tuple[str, ...] = ("overview", "engine", "gpus", "playground", "bench")
 
 
 @dataclass(frozen=True, slots=True)

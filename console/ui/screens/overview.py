@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Input
 
 from console.model import (
@@ -144,6 +145,23 @@ def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
     return [label, fmt.unit(g.util_percent, "%"), fmt.hbm(g.mem_used_bytes, g.mem_total_bytes), temp, power, owner]
 
 
+def gpu_text_table(rows: list[list[Text]]) -> Text:
+    """GPU rows as fixed-width text with a header (styles kept)."""
+    out = Text()
+    for _key, label, width, _metric in GPU_COLUMNS:
+        out.append(" " + label.ljust(width) + " ", style="bold")
+    for cells in rows:
+        out.append("\n")
+        for i, cell in enumerate(cells):
+            width = GPU_COLUMNS[i][2]
+            t = cell.copy()
+            t.truncate(width, pad=True)
+            out.append(" ")
+            out.append_text(t)
+            out.append(" ")
+    return out
+
+
 def gpu_title(gf: GpuFleet, now: float) -> Text:
     t = Text("GPUs", style="bold")
     if gf.source == "simulated":
@@ -192,8 +210,6 @@ class OverviewScreen(DeckScreen):
         self._shown_name_w = 0
         self._row_order: list[str] = []
         self._cells: dict[str, list[tuple[str, str]]] = {}
-        self._gpu_order: list[str] = []
-        self._gpu_cells: dict[str, list[tuple[str, str]]] = {}
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -206,8 +222,10 @@ class OverviewScreen(DeckScreen):
         yield Line(id="attention")
         yield Line(id="sparks")
         yield Line(id="gpu-title")
-        gtable: DataTable[Text] = DataTable(id="gpus", cursor_type="cell")
-        yield gtable
+        # Plain text, not a DataTable: it changes every refresh and a DataTable re-renders every cell
+        # on each change. The GPU screen (g) has the interactive table.
+        with VerticalScroll(id="gpu-scroll"):
+            yield Line(id="gpus")
         yield Line(id="host")
         yield Footer()
 
@@ -215,9 +233,6 @@ class OverviewScreen(DeckScreen):
         self.query_one("#filter", Input).display = False
         self._compact = self.deck.layout_name == "compact"
         self._fit_columns()
-        gt = self.query_one("#gpus", DataTable)
-        for key, label, width, _ in GPU_COLUMNS:
-            gt.add_column(label, key=key, width=width)
         self.query_one("#engines", DataTable).focus()
 
     def layout_changed(self, name: str) -> None:
@@ -289,7 +304,7 @@ class OverviewScreen(DeckScreen):
         sparks = self.query_one("#sparks", Line)
         if sparks.display:
             grid, key = self._sparks(fleet)
-            sparks.show(grid, key)
+            sparks.show(grid, key, lines=min(8, len(fleet.engines)))
         self._set_text("gpu-title", gpu_title(fleet.gpus, now))
         self._show_gpus(fleet)
         self._set_text("host", host_line(fleet.host, now))
@@ -389,25 +404,11 @@ class OverviewScreen(DeckScreen):
         return grid, "|".join(key)
 
     def _show_gpus(self, fleet: FleetSnapshot) -> None:
-        table: DataTable[Text] = self.query_one("#gpus", DataTable)
-        table.display = bool(fleet.gpus.gpus)  # no empty grid: the title says why there are none
+        line = self.query_one("#gpus", Line)
+        # No empty grid: the title says why there are none.
+        self.query_one("#gpu-scroll").display = bool(fleet.gpus.gpus)
         engine_of = {i: e.name for e in fleet.engines for i in e.gpus}
-        rows = {str(g.index): gpu_cells(g, engine_of) for g in fleet.gpus.gpus}
-        order = list(rows)
-        if order != self._gpu_order:
-            table.clear()
-            for k in order:
-                table.add_row(*rows[k], key=k)
-            self._gpu_order = order
-            self._gpu_cells = {k: [(t.plain, t.markup) for t in rows[k]] for k in order}
-            return
-        for k in order:
-            old = self._gpu_cells[k]
-            for i, t in enumerate(rows[k]):
-                sig = (t.plain, t.markup)
-                if old[i] != sig:
-                    old[i] = sig
-                    table.update_cell(k, GPU_COLUMNS[i][0], t)
+        line.show(gpu_text_table([gpu_cells(g, engine_of) for g in fleet.gpus.gpus]))
 
     # -- interaction -------------------------------------------------------------------------
 
@@ -419,9 +420,6 @@ class OverviewScreen(DeckScreen):
         return self._row_order[row]
 
     def explain_target(self) -> tuple[str, str | None]:
-        gt = self.query_one("#gpus", DataTable)
-        if gt.has_focus:
-            return (GPU_COLUMNS[min(gt.cursor_coordinate.column, len(GPU_COLUMNS) - 1)][3], self.selected_engine())
         table = self.query_one("#engines", DataTable)
         cols = self._columns()
         col = cols[min(table.cursor_coordinate.column, len(cols) - 1)]
@@ -475,10 +473,6 @@ class OverviewScreen(DeckScreen):
     @on(DataTable.CellSelected, "#engines")
     async def _open_engine(self, event: DataTable.CellSelected) -> None:
         await self.deck.show_screen("engine", str(event.cell_key.row_key.value))
-
-    @on(DataTable.CellSelected, "#gpus")
-    async def _open_gpus(self, event: DataTable.CellSelected) -> None:
-        await self.deck.show_screen("gpus", str(event.cell_key.row_key.value))
 
 
 def _screen(app: Any, target: str | None) -> OverviewScreen:

@@ -27,15 +27,18 @@ class Line(Widget):
     def content(self) -> RenderableType:
         return self._content
 
-    def show(self, content: RenderableType, key: str | None = None) -> None:
-        """Display ``content``; ``key`` identifies it (Text: its markup) so unchanged text costs nothing."""
+    def show(self, content: RenderableType, key: str | None = None, *, lines: int | None = None) -> None:
+        """Display ``content``. ``key`` identifies it (Text: its markup) so unchanged text costs nothing;
+        ``lines`` is its height when it is not Text (a layout pass happens only when the height changes).
+        """
         if key is None:
             key = content.markup if isinstance(content, Text) else None
         if key is not None and key == self._key:
             return
         self._key = key
         self._content = content
-        lines = content.plain.count("\n") + 1 if isinstance(content, Text) else -1
+        if lines is None:
+            lines = content.plain.count("\n") + 1 if isinstance(content, Text) else -1
         self.refresh(layout=lines != self._lines or lines < 0)
         self._lines = lines
 

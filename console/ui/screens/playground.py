@@ -1,0 +1,393 @@
+"""Prompt playground: send a prompt to an engine and watch the reply stream with live timings.
+
+One engine at a time (F2 cycles the active engine and keeps the conversation) or split view (F3:
+the same prompt to two engines at once, side by side, with a summary of the differences). Every
+request goes to the history with its timings and the engine's state at that moment (running,
+waiting, KV usage from the fleet snapshot). Copy the last request as curl (F4; the API key appears
+as ``$ENV_NAME``) or JSON (F5), or the reply (F6), through OSC 52.
+
+Requests use the same streaming client as the load generator (``console.client``), on the app's
+event loop; the logic lives in ``console.client.playground``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Footer, Input, Markdown, Static
+
+from console.client.http import Cancellable
+from console.client.playground import (
+    Conversation,
+    ModelCache,
+    PlaygroundEngine,
+    Turn,
+    as_curl,
+    as_json,
+    compare,
+    gaps_ms,
+    live_stats,
+    parse_params,
+    send_turn,
+)
+from console.client.timing import RequestRecord
+from console.model import FleetSnapshot
+from console.ui.actions import Action
+from console.ui.screens import ScreenSpec, register_screen
+from console.ui.screens.base import DeckScreen, TopBar
+from console.ui.widgets.chart import spark
+
+REFRESH_S = 0.1  # reply/markdown redraw at most 10 times a second
+
+
+def playground_engines(app: Any) -> list[PlaygroundEngine]:
+    """Configured instances, else the engines the fleet shows (with their profiles)."""
+    out: list[PlaygroundEngine] = []
+    instances = getattr(app, "instances", {}) or {}
+    for name, inst in instances.items():
+        out.append(PlaygroundEngine(name, inst.profile, inst.url, inst.config.api_key_env))
+    if out:
+        return out
+    fleet = getattr(app, "fleet", None)
+    profiles = getattr(app, "profiles", {}) or {}
+    if fleet is not None:
+        for e in fleet.engines:
+            if e.profile in profiles:
+                out.append(PlaygroundEngine(e.name, profiles[e.profile], e.url))
+    return out
+
+
+class _Pane(Vertical):
+    """One engine's reply: title, streaming Markdown, live stats with an ITL sparkline."""
+
+    DEFAULT_CSS = """
+    _Pane { width: 1fr; height: 1fr; border: round $panel; }
+    _Pane .pane-title { height: 1; text-style: bold; }
+    _Pane .pane-stats { height: 2; }
+    _Pane VerticalScroll { height: 1fr; }
+    """
+
+    def __init__(self, pane_id: str) -> None:
+        super().__init__(id=pane_id)
+        self.record: RequestRecord | None = None
+        self._shown = -1
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="pane-title")
+        with VerticalScroll():
+            yield Markdown()
+        yield Static(classes="pane-stats")
+
+    def set_title(self, text: str) -> None:
+        self.query_one(".pane-title", Static).update(text)
+
+    async def redraw(self, transcript: str) -> None:
+        rec = self.record
+        if rec is None:
+            return
+        size = len(rec.text) + len(rec.reasoning)
+        if size != self._shown:
+            self._shown = size
+            reasoning = f"> *thinking:* {rec.reasoning.strip()}\n\n" if rec.reasoning else ""
+            await self.query_one(Markdown).update(transcript + reasoning + rec.text)
+            self.query_one(VerticalScroll).scroll_end(animate=False)
+        self.query_one(".pane-stats", Static).update(stats_text(rec))
+
+
+def stats_text(rec: RequestRecord) -> Text:
+    st = live_stats(rec, time.perf_counter_ns())
+    t = Text()
+    ttft = st["ttft_ms"]
+    t.append(f"TTFT {ttft:.0f} ms" if ttft is not None else "TTFT …", style="bold")
+    tps = st["tok_s"]
+    t.append(f"   {tps:.1f} tok/s" if tps is not None else "   — tok/s")
+    t.append(f"   {st['tokens']:.0f} tokens")
+    if rec.prompt_tokens is not None:
+        t.append(f"   prompt {rec.prompt_tokens}")
+    if rec.error:
+        t.append(f"   {rec.error}", style="bold red")
+    elif rec.cancelled:
+        t.append("   cancelled", style="yellow")
+    elif rec.finish_reason:
+        t.append(f"   finish: {rec.finish_reason}")
+    gaps = gaps_ms(rec)
+    t.append("\nITL ")
+    t.append(spark(gaps, 40) if gaps else "", style="cyan")
+    if gaps:
+        t.append(f" last {gaps[-1]:.1f} ms")
+    return t
+
+
+class PlaygroundScreen(DeckScreen):
+    deck_name = "playground"
+    deck_title = "Playground"
+
+    DEFAULT_CSS = """
+    PlaygroundScreen #pg-controls { height: 3; }
+    PlaygroundScreen #pg-controls Input { width: 1fr; }
+    PlaygroundScreen #pg-system { width: 2fr; }
+    PlaygroundScreen #pg-panes { height: 1fr; }
+    PlaygroundScreen #pg-summary { height: auto; max-height: 5; }
+    PlaygroundScreen #pg-history { height: 8; }
+    PlaygroundScreen #pg-prompt { height: 3; }
+    """
+
+    def __init__(self, app: Any, target: str | None) -> None:
+        super().__init__()
+        self.engines = playground_engines(app)
+        self.active = 0
+        if target is not None:
+            self.active = next((i for i, e in enumerate(self.engines) if e.name == target), 0)
+        self.split = False
+        self.conversation = Conversation()
+        self.models = ModelCache()
+        self.history: list[Turn] = []
+        self._cancels: list[Cancellable] = []
+        self._streaming = False
+
+    # -- layout ------------------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield TopBar()
+        yield Static(id="pg-engine")
+        with Horizontal(id="pg-controls"):
+            yield Input(placeholder="system prompt", id="pg-system")
+            yield Input(value="max_tokens=256 temperature=0.7", placeholder="params: max_tokens=256 temperature=0.7",
+                        id="pg-params")  # fmt: skip
+            yield Input(placeholder="model (default: first served)", id="pg-model")
+        with Horizontal(id="pg-panes"):
+            yield _Pane("pane-a")
+            yield _Pane("pane-b")
+        yield Static(id="pg-summary")
+        t: DataTable[str] = DataTable(id="pg-history", cursor_type="row")
+        yield t
+        yield Input(placeholder="prompt (Enter sends; F2 engine, F3 split, F8 cancel)", id="pg-prompt")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        t = self.query_one("#pg-history", DataTable)
+        for label in ("time", "engine", "TTFT ms", "TPOT ms", "tok/s", "N", "E2E ms", "running", "waiting", "KV",
+                      "status"):  # fmt: skip
+            t.add_column(label)
+        self.query_one("#pane-b", _Pane).display = False
+        self._draw_engine_line()
+        self.query_one("#pg-prompt", Input).focus()
+        self.set_interval(REFRESH_S, self._tick)
+
+    def title_text(self) -> str:
+        return f"Playground · {self.current.name}" if self.engines else "Playground"
+
+    @property
+    def current(self) -> PlaygroundEngine:
+        return self.engines[self.active % len(self.engines)]
+
+    @property
+    def other(self) -> PlaygroundEngine:
+        return self.engines[(self.active + 1) % len(self.engines)]
+
+    def _draw_engine_line(self) -> None:
+        t = Text()
+        if not self.engines:
+            t.append("no engine configured: add one to config.toml, or start `enginedeck demo`", style="bold red")
+        else:
+            t.append("engine ", style="dim")
+            t.append(self.current.name, style="bold")
+            t.append(f" ({self.current.profile.display_name} at {self.current.url})")
+            if self.split and len(self.engines) > 1:
+                t.append("   vs   ", style="dim")
+                t.append(self.other.name, style="bold")
+            t.append(f"   {len(self.conversation.messages) // 2} exchanges in the conversation", style="dim")
+        self.query_one("#pg-engine", Static).update(t)
+        a = self.query_one("#pane-a", _Pane)
+        a.set_title(self.current.name if self.engines else "")
+        b = self.query_one("#pane-b", _Pane)
+        b.display = self.split
+        if self.split and self.engines:
+            b.set_title(self.other.name)
+        self.refresh_top()
+
+    # -- actions -----------------------------------------------------------------------------------------------
+
+    def cycle_engine(self) -> None:
+        if not self.engines:
+            return
+        self.active = (self.active + 1) % len(self.engines)
+        self._draw_engine_line()
+        self.notify(f"active engine: {self.current.name} (conversation kept)")
+
+    def toggle_split(self) -> None:
+        if len(self.engines) < 2:
+            self.notify("split view needs two engines", severity="warning")
+            return
+        self.split = not self.split
+        self._draw_engine_line()
+
+    def cancel(self) -> None:
+        for c in self._cancels:
+            c.cancel()
+
+    def clear(self) -> None:
+        self.conversation.clear()
+        self._draw_engine_line()
+
+    def copy(self, what: str) -> None:
+        if not self.history:
+            self.notify("nothing sent yet", severity="warning")
+            return
+        turn = self.history[-1]
+        text = {"curl": as_curl, "json": as_json}.get(what, lambda t: t.reply)(turn)
+        self.app.copy_to_clipboard(text)
+        self.notify(f"copied {what} ({len(text)} characters) via OSC 52")
+
+    # -- sending -----------------------------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#pg-prompt")
+    def _submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text or not self.engines:
+            return
+        if self._streaming:
+            self.notify("a reply is still streaming (F8 cancels it)", severity="warning")
+            return
+        try:
+            params = parse_params(self.query_one("#pg-params", Input).value)
+        except ValueError as exc:
+            self.notify(f"params: {exc}", severity="error")
+            return
+        event.input.value = ""
+        self.conversation.system = self.query_one("#pg-system", Input).value.strip()
+        self._send(text, params)
+
+    def _engine_state(self, name: str) -> dict[str, Any]:
+        fleet = self.deck.fleet
+        snap = fleet.engine(name) if fleet else None
+        if snap is None or snap.total is None:
+            return {}
+        return {"running": snap.total.running, "waiting": snap.total.waiting, "kv_usage": snap.total.kv_usage}
+
+    @work(exclusive=True, group="playground")
+    async def _send(self, text: str, params: Any) -> None:
+        import asyncio
+
+        engines = [self.current, self.other] if self.split and len(self.engines) > 1 else [self.current]
+        panes = [self.query_one("#pane-a", _Pane), self.query_one("#pane-b", _Pane)]
+        messages = self.conversation.request_messages(text)
+        transcript = _transcript(self.conversation.messages, text)
+        self._cancels = [Cancellable() for _ in engines]
+        self._streaming = True
+        self._transcript = transcript
+        try:
+            model_override = self.query_one("#pg-model", Input).value.strip()
+            models = []
+            for e in engines:
+                try:
+                    models.append(model_override or (await self.models.models(e))[0])
+                except Exception as exc:  # one line for the user, never a traceback
+                    self.notify(f"{e.name}: {exc}", severity="error")
+                    return
+            for pane in panes:
+                pane.record = None
+            coros = []
+            for i, e in enumerate(engines):
+                rec_holder = panes[i]
+
+                def on_token(rec: RequestRecord, c: str, r: str, t: int, pane: _Pane = rec_holder) -> None:
+                    pane.record = rec
+
+                coros.append(send_turn(e, models[i], messages, params, on_token=on_token, cancel=self._cancels[i],
+                                       engine_state=self._engine_state(e.name)))  # fmt: skip
+            turns: Sequence[Turn] = await asyncio.gather(*coros)
+        finally:
+            self._streaming = False
+        for pane, turn in zip(panes, turns, strict=False):
+            pane.record = turn.record
+            await pane.redraw(transcript)
+        for turn in turns:
+            self.history.append(turn)
+            self._add_history_row(turn)
+        first = turns[0]
+        if first.record.ok:
+            self.conversation.add_exchange(text, first.reply)
+        summary = self.query_one("#pg-summary", Static)
+        summary.update("\n".join(compare(turns[0], turns[1])) if len(turns) == 2 else "")
+        self._draw_engine_line()
+
+    async def _tick(self) -> None:
+        if not self._streaming:
+            return
+        for pane in (self.query_one("#pane-a", _Pane), self.query_one("#pane-b", _Pane)):
+            if pane.display and pane.record is not None:
+                await pane.redraw(getattr(self, "_transcript", ""))
+
+    def _add_history_row(self, turn: Turn) -> None:
+        m = turn.metrics
+        st = turn.engine_state
+
+        def f(v: float | None, spec: str = ".0f") -> str:
+            return "n/a" if v is None else format(v, spec)
+
+        status = turn.record.error or ("cancelled" if turn.record.cancelled else (turn.record.finish_reason or "ok"))
+        kv = st.get("kv_usage")
+        self.query_one("#pg-history", DataTable).add_row(
+            time.strftime("%H:%M:%S", time.localtime(turn.started_at)), turn.engine,
+            f(m.ttft_ms if m else None), f(m.tpot_ms if m else None, ".1f"), f(m.decode_tok_s if m else None, ".1f"),
+            f(m.output_tokens if m else None), f(m.e2e_ms if m else None), f(st.get("running")), f(st.get("waiting")),
+            "n/a" if kv is None else f"{kv:.0%}", status[:40],
+        )  # fmt: skip
+
+    def show_fleet(self, fleet: FleetSnapshot) -> None:
+        if not self.engines:
+            self.engines = playground_engines(self.deck)
+            if self.engines:
+                self._draw_engine_line()
+
+
+def _transcript(messages: Sequence[dict[str, Any]], user: str) -> str:
+    parts = []
+    for m in messages[-6:]:  # the last exchanges, for context
+        who = "**you**" if m.get("role") == "user" else "**assistant**"
+        parts.append(f"{who}: {m.get('content', '')}")
+    parts.append(f"**you**: {user}")
+    return "\n\n".join(parts) + "\n\n**assistant**: "
+
+
+def _on_pg(method: str, *args: Any) -> Any:
+    def handler(app: Any) -> None:
+        s = app.screen
+        if isinstance(s, PlaygroundScreen):
+            getattr(s, method)(*args)
+
+    return handler
+
+
+def _screen(app: Any, target: str | None) -> PlaygroundScreen:
+    return PlaygroundScreen(app, target)
+
+
+SCREENS = ("playground",)
+ACTIONS: tuple[Action, ...] = (
+    Action("playground", "P,4", "Playground: stream a prompt, timings, A/B split", "Navigate",
+           lambda app: app.show_screen("playground"), footer=False),
+    Action("pg_cycle", "f2", "Playground: next engine (keeps the conversation)", "Playground", _on_pg("cycle_engine"),
+           screens=SCREENS, short="engine"),
+    Action("pg_split", "f3", "Playground: split view, same prompt to two engines", "Playground",
+           _on_pg("toggle_split"), screens=SCREENS, short="split"),
+    Action("pg_curl", "f4", "Playground: copy the last request as curl", "Playground", _on_pg("copy", "curl"),
+           screens=SCREENS, short="curl"),
+    Action("pg_json", "f5", "Playground: copy the last request as JSON", "Playground", _on_pg("copy", "json"),
+           screens=SCREENS, short="json"),
+    Action("pg_reply", "f6", "Playground: copy the last reply", "Playground", _on_pg("copy", "reply"),
+           screens=SCREENS, short="reply"),
+    Action("pg_clear", "f7", "Playground: clear the conversation", "Playground", _on_pg("clear"),
+           screens=SCREENS, short="clear"),
+    Action("pg_cancel", "f8", "Playground: cancel the streaming reply", "Playground", _on_pg("cancel"),
+           screens=SCREENS, short="cancel"),
+)
+
+register_screen(ScreenSpec("playground", "Playground", _screen, ACTIONS))
