@@ -284,7 +284,7 @@ class SimServer:
         except orjson.JSONDecodeError as exc:
             return fl.bad_json(str(exc))
         if not isinstance(body, dict):
-            return fl.validation_error("request body must be a JSON object")
+            return fl.schema_error("invalid type: expected a JSON object")
         extra = fl.unknown_fields(body, chat)
         if extra:
             name = "ChatCompletionRequest" if chat else "CompletionRequest"
@@ -298,8 +298,8 @@ class SimServer:
         except ValueError as exc:
             field = "messages" if chat else "prompt"
             if body.get(field) is None:
-                return fl.validation_error(f"missing field `{field}`")
-            return fl.validation_error(str(exc))
+                return fl.schema_error(f"missing field `{field}`")
+            return fl.schema_error(str(exc))
         model = body.get("model")
         if fl.checks_model and model is not None and model != fl.model:
             return fl.unknown_model(str(model))
@@ -311,9 +311,7 @@ class SimServer:
         ids = token_ids(tokens)
         limit = fl.max_model_len
         if len(ids) >= limit:
-            return fl.error(400, f"This model's maximum context length is {limit} tokens. However, you requested "
-                                 f"{len(ids)} tokens in the messages. Please reduce the length of the messages.",
-                            "bad_request")
+            return fl.context_error(len(ids), limit)
         max_tokens: Any = body.get("max_completion_tokens") if chat else None
         if max_tokens is None:
             max_tokens = body.get("max_tokens")

@@ -131,3 +131,31 @@ async def test_trtllm_ignores_authorization_entirely() -> None:
         for path in ("/v1/models", "/v1/chat/completions", METRICS_PATH["trtllm"]):
             status, _ = await _call(s, srv.url, path, {"Authorization": "Bearer whatever"})
             assert status == 200
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_prompt_longer_than_the_context(engine: str) -> None:
+    async with sim(engine) as srv, aiohttp.ClientSession() as s:
+        status, body = await chat(s, srv.url, "word " * 9000, stream=False, max_tokens=2)
+        assert status == (422 if engine == "tgi" else 400)
+        obj = orjson.loads(body)
+        if engine == "llamacpp":
+            assert obj["error"]["type"] == "exceed_context_size_error"
+        elif engine == "tgi":
+            assert obj["error_type"] == "validation"
+        else:
+            msg = obj["error"]["message"] if "error" in obj and isinstance(obj["error"], dict) else obj["message"]
+            assert "maximum context length" in msg
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_missing_messages_and_bad_max_tokens(engine: str) -> None:
+    async with sim(engine) as srv, aiohttp.ClientSession() as s:
+        async with s.post(f"{srv.url}/v1/chat/completions", json={"max_tokens": 3}) as r:
+            assert r.status == (422 if engine == "tgi" else 400)
+            if engine == "tgi":
+                assert (await r.text()).startswith("Failed to deserialize the JSON body")
+        status, body = await chat(s, srv.url, "hi", stream=False, max_tokens=0)
+        assert status == (422 if engine == "tgi" else 400)
+        if engine == "tgi":
+            assert orjson.loads(body)["error_type"] == "validation"

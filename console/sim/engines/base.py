@@ -263,7 +263,17 @@ class Flavour:
         return self.error(400, f"JSON decode error: {detail}", "bad_request")
 
     def validation_error(self, message: str) -> web.Response:
+        """A well-formed request with a bad value."""
         return self.error(400, message, "bad_request")
+
+    def schema_error(self, message: str) -> web.Response:
+        """A body that does not have the request's shape (missing field, wrong type)."""
+        return self.validation_error(message)
+
+    def context_error(self, prompt_tokens: int, limit: int) -> web.Response:
+        return self.error(400, f"This model's maximum context length is {limit} tokens. However, you requested "
+                               f"{prompt_tokens} tokens in the messages. Please reduce the length of the messages.",
+                          "bad_request")
 
     def unknown_model(self, name: str) -> web.Response:
         return self.error(404, f"The model `{name}` does not exist.", "not_found")

@@ -164,6 +164,10 @@ class LlamacppFlavour(Flavour):
     def bad_json(self, detail: str) -> web.Response:
         return self.error(400, f"[json.exception.parse_error.101] parse error: {detail}", "bad_request")
 
+    def context_error(self, prompt_tokens: int, limit: int) -> web.Response:
+        return self.error(400, f"request ({prompt_tokens} tokens) exceeds the available context size ({limit} tokens)",
+                          "exceed_context_size_error")
+
     def health_ok(self) -> web.Response:
         return json_response({"status": "ok"})
 

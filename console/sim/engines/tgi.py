@@ -171,9 +171,16 @@ class TgiFlavour(Flavour):
         return web.Response(status=400, text=f"Failed to parse the request body as JSON: {detail}",
                             content_type="text/plain")
 
-    def validation_error(self, message: str) -> web.Response:
+    def schema_error(self, message: str) -> web.Response:
+        # axum's Json extractor rejects the body before TGI's handler runs: plain text.
         return web.Response(status=422, text=f"Failed to deserialize the JSON body into the target type: {message}",
                             content_type="text/plain")
+
+    def validation_error(self, message: str) -> web.Response:
+        return json_response({"error": f"Input validation error: {message}", "error_type": "validation"}, 422)
+
+    def context_error(self, prompt_tokens: int, limit: int) -> web.Response:
+        return self.validation_error(f"`inputs` must have less than {limit} tokens. Given: {prompt_tokens}")
 
     def models_payload(self) -> dict[str, Any]:
         return {"object": "list", "data": [{"id": self.model, "object": "model", "created": 0,
