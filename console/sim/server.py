@@ -362,7 +362,10 @@ class SimServer:
         except asyncio.CancelledError:
             self.flavour.scheduler.abort(req, time.time())
             raise
-        text = "".join(WORD_TEXT[source.next_index()] for _ in range(req.generated))
+        words = [WORD_TEXT[source.next_index()] for _ in range(req.generated)]
+        if req.finish_reason == "stop" and not self.flavour.eos_visible and words:
+            words.pop()  # the EOS token
+        text = "".join(words)
         fl = self.flavour
         body = fl.chat_response(ctx, text) if ctx.chat else fl.text_response(ctx, text)
         return json_response(body)
@@ -390,6 +393,10 @@ class SimServer:
                     sent += 1
                     ctx.extra["sent"] = sent
                     last = done and sent == n
+                    if last and req.finish_reason == "stop" and not fl.eos_visible:
+                        # The EOS token is counted in usage but detokenizes to nothing.
+                        parts.append(fl.sse_token(ctx, b'""', "", "stop"))
+                        continue
                     parts.append(fl.sse_token(ctx, WORD_JSON[idx], WORD_TEXT[idx],
                                               req.finish_reason if last else None))
                 if done:

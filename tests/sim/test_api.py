@@ -144,3 +144,16 @@ async def test_max_completion_tokens_min_tokens_and_determinism() -> None:
     async with sim("vllm", seed=6) as srv, aiohttp.ClientSession() as s:
         _, other = await chat(s, srv.url, "natural length please", stream=False, max_tokens=4000)
         assert other["choices"][0]["message"] != n1["choices"][0]["message"]
+
+
+async def test_vllm_natural_stop_streams_the_eos_token_as_empty_content() -> None:
+    async with sim("vllm", seed=2) as srv, aiohttp.ClientSession() as s:
+        status, chunks = await chat(s, srv.url, "stop naturally", max_tokens=4000,
+                                    stream_options={"include_usage": True})
+        assert status == 200
+        last = chunks[-2]["choices"][0]
+        assert last["finish_reason"] == "stop" and last["delta"]["content"] == "" and last["stop_reason"] is None
+        visible = [c for c in chunks[1:-1] if c["choices"][0]["delta"].get("content")]
+        assert chunks[-1]["usage"]["completion_tokens"] == len(visible) + 1
+        _, whole = await chat(s, srv.url, "stop naturally", stream=False, max_tokens=4000)
+        assert len(whole["choices"][0]["message"]["content"].split()) == whole["usage"]["completion_tokens"] - 1

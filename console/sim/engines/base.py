@@ -95,6 +95,8 @@ class Flavour:
     supports_continuous_usage: ClassVar[bool] = False
     role_chunk: ClassVar[bool] = True  # a role-only first chat chunk
     separate_finish_chunk: ClassVar[bool] = False  # finish_reason in its own empty-delta chunk
+    # False: a natural stop's last token is the EOS token, counted in usage but streamed as "" (vLLM).
+    eos_visible: ClassVar[bool] = True
     default_block_size: ClassVar[int] = 16
     default_max_running: ClassVar[int] = 64
     default_kv_blocks: ClassVar[int] = 2048  # in 16-token units (converted for other block sizes)

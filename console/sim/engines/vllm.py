@@ -24,6 +24,7 @@ from aiohttp import web
 from console.sim.engines.base import (
     Flavour,
     SimOptions,
+    StreamCtx,
     buckets_1_2_5,
     counter,
     gauge,
@@ -47,6 +48,7 @@ class VllmFlavour(Flavour):
     version = "0.11.0"
     checks_model = True
     supports_continuous_usage = True
+    eos_visible = False
     default_max_running = 256
     default_kv_blocks = 2048
 
@@ -239,6 +241,12 @@ class VllmFlavour(Flavour):
     def render_metrics(self, accept: str = "") -> web.Response:
         groups = [(self.process_families(), False), (self.http_families(), True), (self.metrics_families(), True)]
         return self.client_response(groups, accept, multiprocess=False)
+
+    def chat_chunk(self, ctx: StreamCtx, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+        chunk = super().chat_chunk(ctx, delta, finish)
+        if finish is not None:
+            chunk["choices"][0]["stop_reason"] = None
+        return chunk
 
     # ---- HTTP ----
     def auth_required(self, path: str) -> bool:
