@@ -80,7 +80,15 @@ check() {
 }
 check ruff "$BIN/ruff" check .
 check mypy "$BIN/mypy"
-check pytest "$BIN/pytest" "$@"
+# A shell started in the background (`make test &`, nohup, some CI runners) hands its children SIGINT
+# and SIGQUIT ignored, and bash cannot undo that; Python then installs no KeyboardInterrupt handler and
+# tests that Ctrl-C a subprocess fail. Reset both to the default before exec'ing pytest.
+with_default_signals() {
+  "$BIN/python" -c 'import os, signal, sys
+for s in (signal.SIGINT, signal.SIGQUIT): signal.signal(s, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' "$@"
+}
+check pytest with_default_signals "$BIN/pytest" "$@"
 
 echo >&2
 for s in ${skipped[@]+"${skipped[@]}"}; do echo "test.sh: note: service $s was skipped" >&2; done
