@@ -126,6 +126,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
                             host=args.host)
     except (RuntimeError, OSError) as exc:
         raise UserError(f"fleet did not start: {exc}") from None
+    failed = False
     try:
         for profile, url, pid in fleet.endpoints:
             if args.print_json:
@@ -138,8 +139,10 @@ def _run_fleet(args: argparse.Namespace) -> int:
             stop.wait(0.5)
             for (profile, url, _), proc in zip(fleet.endpoints, fleet.procs, strict=True):
                 if proc.poll() is not None:
-                    print(f"{profile}@{url} exited with {proc.returncode}", file=sys.stderr, flush=True)
+                    print(f"{profile}@{url} exited with {proc.returncode}; stopping the fleet "
+                          f"(log: {fleet.log_path(profile)})", file=sys.stderr, flush=True)
+                    failed = True
                     stop.set()
     finally:
         fleet.stop()
-    return 0
+    return 1 if failed else 0
