@@ -7,6 +7,7 @@
     (4 simulated engines, 8 simulated GPUs);
 (b) the same measurement for a bare Textual app that updates one label once a second (baseline);
 (c) the console's RSS at the end of (a);
+(e) the telemetry Hub alone, headless, on the same fleet, to split (a) into collection and UI;
 (d) time from launch to the first frame showing engine data: once with `enginedeck attach` to an
     already running simulated fleet (the console's own start-up), once for `enginedeck demo`
     (which also boots the fleet). The app writes the time of that frame to
@@ -48,6 +49,27 @@ class Bare(App[None]):
         self.query_one(Static).update(time.strftime("%H:%M:%S"))
 
 Bare().run()
+"""
+
+
+HUB_ONLY = """
+import json, sys, time
+import psutil
+from console.config import parse_engine_ref
+from console.telemetry.hub import Hub
+eps = json.loads(sys.argv[1])
+seconds = float(sys.argv[2])
+insts = [parse_engine_ref(f"{e['profile']}@{e['url']}") for e in eps]
+hub = Hub(insts, refresh=1.0, gpu_source="simulated",
+          gpu_assignment={i.name: (2 * k, 2 * k + 1) for k, i in enumerate(insts)})
+hub.start()
+time.sleep(5)
+me = psutil.Process()
+t0, w0 = me.cpu_times(), time.monotonic()
+time.sleep(seconds)
+t1 = me.cpu_times()
+print(100.0 * ((t1.user - t0.user) + (t1.system - t0.system)) / (time.monotonic() - w0))
+hub.stop()
 """
 
 
@@ -152,6 +174,10 @@ def main() -> int:
     # (d1) start-up of the console itself: attach to a fleet that is already running.
     fleet, eps = start_fleet()
     try:
+        # (e) the telemetry hub alone (no UI) on the same fleet: how the console's CPU splits.
+        out = subprocess.run([PY, "-c", HUB_ONLY, json.dumps(eps), str(args.seconds)], cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+        hub_cpu = float(out.stdout.strip().splitlines()[-1])
         marker = tmp / "attach.first"
         refs = " ".join(shlex.quote(f"{e['profile']}@{e['url']}") for e in eps)
         pane = Pane("bench-attach", f"{PY} -m console attach {refs} --gpus simulated --refresh 1",
@@ -202,6 +228,8 @@ def main() -> int:
 
     print(f"(a) console CPU, demo fleet (4 engines, 8 sim GPUs), 1 s refresh: {demo_cpu:.2f}% of one core")
     print(f"(b) bare Textual app, 1 s interval:                          {bare_cpu:.2f}% of one core")
+    print(f"(e) of (a), the telemetry hub alone (headless, same fleet):   {hub_cpu:.2f}% of one core "
+          f"-> UI about {demo_cpu - hub_cpu:.2f}%")
     print(f"(c) console RSS {rss / 2**20:.1f} MiB (USS {uss / 2**20:.1f} MiB, {threads} threads); "
           f"bare app RSS {bare_rss / 2**20:.1f} MiB")
     print(f"(d) launch -> first frame with engine data: attach {secs(attach_first)}; "
