@@ -55,7 +55,7 @@ class BenchScreen(DeckScreen):
         super().__init__()
         self.doc: dict[str, Any] | None = None
         self._stop = threading.Event()
-        self._running = False
+        self._bench_running = False
         self._progress: list[str] = []
         names = [e.name for e in bench_engines(app)][:2]
         self._default_engines = ",".join(names)
@@ -106,7 +106,7 @@ class BenchScreen(DeckScreen):
         )  # fmt: skip
 
     def start(self) -> None:
-        if self._running:
+        if self._bench_running:
             self.notify("a benchmark is already running", severity="warning")
             return
         try:
@@ -116,11 +116,11 @@ class BenchScreen(DeckScreen):
             return
         self._stop.clear()
         self._progress = []
-        self._running = True
+        self._bench_running = True
         self._run(cfg)
 
     def stop(self) -> None:
-        if self._running:
+        if self._bench_running:
             self._stop.set()
 
     @work(thread=True, exclusive=True, group="bench")
@@ -134,12 +134,12 @@ class BenchScreen(DeckScreen):
             models = asyncio.run(check_ready(cfg.engines))
             self.app.call_from_thread(self._on_progress, {"type": "ready", "models": models})
             doc = run_in_subprocess(cfg, models, lambda ev: self.app.call_from_thread(self._on_progress, ev),
-                                    should_stop=self._stop.is_set)  # fmt: skip
+                                    should_stop=self._stop.is_set, quiet=True)  # fmt: skip
         except (HTTPError, BenchFailed) as exc:
             self.app.call_from_thread(self._on_failed, str(exc))
             return
         finally:
-            self._running = False
+            self._bench_running = False
         self.app.call_from_thread(self._on_done, doc)
 
     def _on_progress(self, ev: dict[str, Any]) -> None:

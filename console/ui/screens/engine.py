@@ -222,7 +222,11 @@ class EngineScreen(DeckScreen):
             out.append("no log output yet", style="dim")
         else:
             out.append("\n".join(line[:400] for line in lines[-LOG_LINES:]))
+        scroll = self.query_one("#logs-scroll", VerticalScroll)
+        follow = scroll.scroll_y >= scroll.max_scroll_y - 1  # at the end: keep following the tail
         self.query_one("#logs-text", Line).show(out)
+        if follow:
+            scroll.call_after_refresh(scroll.scroll_end, animate=False)
 
     def _show_charts(self, e: EngineSnapshot) -> None:
         src = self.deck.source
