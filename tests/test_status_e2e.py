@@ -138,7 +138,10 @@ def test_status_agrees_with_ground_truth(fleet: Fleet) -> None:
         for gauge in ("running", "waiting") + (("kv_usage",) if profile != "tgi" else ()):
             lo, hi = rec.gauge_range(url, gauge, t_scrape - PERIOD, t_scrape + PERIOD)
             got = getattr(m, gauge)
-            assert got is not None and lo - 1e-6 <= got <= hi + 1e-6, f"{profile} {gauge}={got} truth [{lo},{hi}]"
+            # The recorder polls each engine every ~0.1-0.3 s and can miss a value that lasted one
+            # scheduler step; allow one request (or 2% of KV) of slack for that, not for the console.
+            slack = 0.02 if gauge == "kv_usage" else 1.0
+            assert got is not None and lo - slack <= got <= hi + slack, f"{profile} {gauge}={got} truth [{lo},{hi}]"
         if profile == "tgi":
             assert m.kv_usage is None and m.prefix_hit_rate is None and m.ttft.p50 is None
         # Rates over 15 s: the window spans between W and W + one period before the scrape.

@@ -113,7 +113,8 @@ class EngineCollector:
                 self.state.ingest(mono, reading)
                 models, total = self.state.metrics()
                 raw, unmapped, missing = reading.raw, reading.unmapped, reading.missing
-                metrics_fresh = _fresh(now)
+                # Stamp the data with the moment the payload arrived, not when the probe began.
+                metrics_fresh = _fresh(time.time())
             else:
                 reason = f"{self.instance.profile.metrics.path}: unparseable payload ({reading.error_summary()})"
                 metrics_fresh = _stale(prev.metrics_freshness, now, reason)
