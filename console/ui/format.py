@@ -92,9 +92,11 @@ def quantile(q: Quantiles, which: str) -> Text:
     if is_missing(v):
         return na()
     assert v is not None
+    # ">" when it fell in the +Inf bucket: the shown bound is a lower bound of the truth.
+    text = (">" if which in q.capped else "") + seconds_text(v)
     if q.low_sample:
-        return Text("~" + seconds_text(v), style="dim")
-    return Text(seconds_text(v))
+        return Text("~" + text, style="dim")
+    return Text(text, style=WARN if which in q.capped else "")
 
 
 def gib(n: int | None) -> str:

@@ -58,6 +58,8 @@ def test_units_and_low_sample_quantiles() -> None:
     assert fmt.quantile(Quantiles(p50=0.085, low_sample=False), "p50").plain == "85 ms"
     low = fmt.quantile(Quantiles(p50=1.5, low_sample=True), "p50")
     assert low.plain == "~1.50 s" and low.style == "dim"
+    capped = fmt.quantile(Quantiles(p99=60.0, low_sample=False, capped=("p99",)), "p99")
+    assert capped.plain == ">60 s"
 
 
 def test_staleness_text() -> None:

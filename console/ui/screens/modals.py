@@ -46,6 +46,7 @@ class HelpScreen(ModalScreen[None]):
             if self.read_only:
                 note.append("Read-only mode: engine control is disabled and not listed.", style=fmt.WARN)
             note.append("\nCells: 'n/a' = not exported / no data yet (never 0) · '~' = few samples · "
+                        "'>' = beyond the largest histogram bucket · '--' = engine not answering · "
                         "'stale N s: why' = last collection failed N s ago", style="dim")
             yield Static(note)
             yield Static(help_table(self.registry, read_only=self.read_only), id="help-table")

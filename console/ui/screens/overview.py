@@ -31,7 +31,7 @@ from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
-from console.ui.widgets.chart import spark
+from console.ui.widgets.chart import block_chart, spark
 from console.ui.widgets.line import Line
 
 CellKey = tuple[str, str]
@@ -80,7 +80,8 @@ def _model(e: EngineSnapshot) -> Text:
     name = e.identity.models[0] if e.identity.models else (e.total.model if e.total else "")
     if not name:
         return fmt.na()
-    return Text(name if len(name) <= 28 else "…" + name[-27:])
+    # Keep the end of a long name (the model, not its organisation) within the 22-wide column.
+    return Text(name if len(name) <= 22 else "…" + name.split("/")[-1][-21:])
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -304,7 +305,7 @@ class OverviewScreen(DeckScreen):
         sparks = self.query_one("#sparks", Line)
         if sparks.display:
             grid, key = self._sparks(fleet)
-            sparks.show(grid, key, lines=min(8, len(fleet.engines)))
+            sparks.show(grid, key, lines=min(8, len(fleet.engines)) * self.spark_rows())
         self._set_text("gpu-title", gpu_title(fleet.gpus, now))
         self._show_gpus(fleet)
         self._set_text("host", host_line(fleet.host, now))
@@ -378,6 +379,10 @@ class OverviewScreen(DeckScreen):
             t.append(f"\n… and {len(sick) - limit} more (sort by health: s)", style="dim")
         return t
 
+    def spark_rows(self) -> int:
+        """Rows per history chart: the wide layout has the room for small charts, not just sparklines."""
+        return 3 if self.deck.layout_name == "wide" else 1
+
     def _sparks(self, fleet: FleetSnapshot) -> tuple[Table, str]:
         src = self.deck.source
         name_w = self._name_width()
@@ -388,16 +393,24 @@ class OverviewScreen(DeckScreen):
             grid.add_column(no_wrap=True)
         series = (("generation_tps", "gen", None), ("kv_usage", "KV", 1.0), ("waiting", "wait", None),
                   ("ttft_p99", "ttft99", None))
+        rows = self.spark_rows()
         key: list[str] = []
         for e in fleet.engines[:8]:
             row: list[Text | str] = [Text(short_name(e.name)[:name_w], style="bold")]
             for metric, label, hi in series:
                 vals = src.history.values((e.name, metric), last=width) if src is not None else []
-                t = Text(f"{label:>6} ", style="dim")
-                if any(v == v for v in vals):  # at least one non-NaN point
+                t = Text()
+                if not any(v == v for v in vals):  # no non-NaN point
+                    t.append(f"{label:>6} ", style="dim")
+                    t.append("n/a".ljust(width), style="dim")
+                elif rows == 1:
+                    t.append(f"{label:>6} ", style="dim")
                     t.append(spark(vals, width, hi=hi), style="cyan")
                 else:
-                    t.append("n/a".ljust(width), style="dim")
+                    chart = block_chart(vals, width, rows, hi=hi)
+                    for r, line in enumerate(chart):
+                        t.append(("\n" if r else "") + (f"{label:>6} " if r == rows - 1 else " " * 7), style="dim")
+                        t.append(line, style="cyan")
                 row.append(t)
                 key.append(t.plain)
             grid.add_row(*row)
