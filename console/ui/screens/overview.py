@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -383,38 +382,33 @@ class OverviewScreen(DeckScreen):
         """Rows per history chart: the wide layout has the room for small charts, not just sparklines."""
         return 3 if self.deck.layout_name == "wide" else 1
 
-    def _sparks(self, fleet: FleetSnapshot) -> tuple[Table, str]:
+    def _sparks(self, fleet: FleetSnapshot) -> tuple[Text, str]:
+        """Per-engine history charts as fixed-width text (cheaper than a Rich table every second)."""
         src = self.deck.source
         name_w = self._name_width()
         width = max(6, (self.size.width - 2 - name_w - 4) // 4 - 8)
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(width=name_w, no_wrap=True)
-        for _ in range(4):
-            grid.add_column(no_wrap=True)
         series = (("generation_tps", "gen", None), ("kv_usage", "KV", 1.0), ("waiting", "wait", None),
                   ("ttft_p99", "ttft99", None))
         rows = self.spark_rows()
-        key: list[str] = []
-        for e in fleet.engines[:8]:
-            row: list[Text | str] = [Text(short_name(e.name)[:name_w], style="bold")]
+        out = Text()
+        for n, e in enumerate(fleet.engines[:8]):
+            charts: list[tuple[str, list[str], str]] = []  # (label, one string per row, style)
             for metric, label, hi in series:
                 vals = src.history.values((e.name, metric), last=width) if src is not None else []
-                t = Text()
                 if not any(v == v for v in vals):  # no non-NaN point
-                    t.append(f"{label:>6} ", style="dim")
-                    t.append("n/a".ljust(width), style="dim")
+                    charts.append((label, [" " * width] * (rows - 1) + ["n/a".ljust(width)], "dim"))
                 elif rows == 1:
-                    t.append(f"{label:>6} ", style="dim")
-                    t.append(spark(vals, width, hi=hi), style="cyan")
+                    charts.append((label, [spark(vals, width, hi=hi)], "cyan"))
                 else:
-                    chart = block_chart(vals, width, rows, hi=hi)
-                    for r, line in enumerate(chart):
-                        t.append(("\n" if r else "") + (f"{label:>6} " if r == rows - 1 else " " * 7), style="dim")
-                        t.append(line, style="cyan")
-                row.append(t)
-                key.append(t.plain)
-            grid.add_row(*row)
-        return grid, "|".join(key)
+                    charts.append((label, block_chart(vals, width, rows, hi=hi), "cyan"))
+            for r in range(rows):
+                if n or r:
+                    out.append("\n")
+                out.append((short_name(e.name)[:name_w] if r == 0 else "").ljust(name_w + 1), style="bold")
+                for label, lines, style in charts:
+                    out.append(f"{label:>6} " if r == rows - 1 else " " * 7, style="dim")
+                    out.append(lines[r] + " ", style=style)
+        return out, out.plain
 
     def _show_gpus(self, fleet: FleetSnapshot) -> None:
         line = self.query_one("#gpus", Line)
