@@ -330,7 +330,11 @@ def _version() -> str:
 # ---- child process -------------------------------------------------------------------------------------------
 
 
-def _child(cfg: BenchConfig, models: list[str], q: Any) -> None:
+def _child(cfg: BenchConfig, models: list[str], q: Any, quiet: bool = False) -> None:
+    if quiet:  # under a full-screen UI nothing may reach the terminal
+        devnull = open(os.devnull, "w")  # noqa: SIM115
+        os.dup2(devnull.fileno(), 1)
+        os.dup2(devnull.fileno(), 2)
     _install_fast_loop()
 
     def progress(ev: dict[str, Any]) -> None:
@@ -354,12 +358,28 @@ def run_in_subprocess(
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     *,
     should_stop: Callable[[], bool] | None = None,
+    quiet: bool = False,
 ) -> dict[str, Any]:
-    """Run the bench in a fresh process; progress events are passed to ``on_progress`` here."""
+    """Run the bench in a fresh process; progress events are passed to ``on_progress`` here.
+
+    ``quiet``: the child's stdout/stderr go to /dev/null (use it under a full-screen UI)."""
     ctx = mp.get_context("spawn")
-    q: Any = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(cfg, list(models), q), daemon=True, name="enginedeck-bench")
-    proc.start()
+    saved = sys.stderr
+    try:
+        # A UI that captures stderr (Textual) gives it no usable fd; multiprocessing's resource
+        # tracker passes stderr's fd to its helper process, so hand it the real one while starting.
+        try:
+            sys.stderr.fileno()
+        except (OSError, ValueError, AttributeError):
+            sys.stderr = sys.__stderr__
+        else:
+            if sys.stderr.fileno() < 0:
+                sys.stderr = sys.__stderr__
+        q: Any = ctx.Queue()  # its semaphore starts the resource tracker
+        proc = ctx.Process(target=_child, args=(cfg, list(models), q, quiet), daemon=True, name="enginedeck-bench")
+        proc.start()
+    finally:
+        sys.stderr = saved
     try:
         while True:
             if should_stop is not None and should_stop():
