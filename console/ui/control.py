@@ -21,6 +21,10 @@ class LifecycleControl(Protocol):
 
     def restart(self, engine: str) -> None: ...
 
+    def launch_command(self, engine: str) -> str | None:
+        """The command line the engine is (or would be) started with, secrets masked; None if unknown."""
+        ...
+
     def log_tail(self, engine: str, n: int) -> list[str] | None:
         """The last ``n`` log lines from memory (never a blocking call), or None when there are none."""
         ...

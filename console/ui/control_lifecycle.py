@@ -29,6 +29,14 @@ class ManagerControl:
     def restart(self, engine: str) -> None:
         self.manager.restart(engine).result()
 
+    def launch_command(self, engine: str) -> str | None:
+        if engine not in self._managed:
+            return None
+        try:
+            return self.manager.launch_spec(engine).display()  # masked by the lifecycle layer
+        except Exception as exc:  # a spec that cannot be built is shown as such, not raised in the UI
+            return f"(cannot build the launch command: {exc})"
+
     def log_tail(self, engine: str, n: int) -> list[str] | None:
         """In-memory read only (no Docker call): the last ``n`` lines, or None when not managed."""
         if engine not in self._managed:

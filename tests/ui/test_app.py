@@ -63,6 +63,9 @@ class RecordingControl:
     def restart(self, engine: str) -> None:
         self.calls.append(("restart", engine))
 
+    def launch_command(self, engine: str) -> str | None:
+        return f"vllm serve m --api-key **** # {engine}"
+
     def log_tail(self, engine: str, n: int) -> list[str] | None:
         return [f"{engine}: INFO Started server process", f"{engine}: INFO Application startup complete."]
 
@@ -332,3 +335,7 @@ async def test_logs_tab_shows_lifecycle_lines_or_says_why_not(make_app: AppFacto
         app.screen.query_one("#tabs").active = "logs"  # type: ignore[attr-defined]
         await pilot.pause()
         assert "tgi-d: INFO Application startup complete." in _static(app, "#logs-text")
+        app.screen.query_one("#tabs").active = "identity"  # type: ignore[attr-defined]
+        await pilot.pause()
+        identity = _static(app, "#identity-text")
+        assert "vllm serve m --api-key ****" in identity and "max context" in identity

@@ -106,12 +106,15 @@ def identity_table(e: EngineSnapshot, app: Any, now: float) -> Table:
         row("not in payload", Text(", ".join(e.missing), style=fmt.WARN))
     if e.unmapped:
         row("unmapped families", Text(f"{len(e.unmapped)} (see Raw metrics)", style="dim"))
+    launch = app.lifecycle.launch_command(e.name) if app.lifecycle is not None else None
+    if launch:
+        row("launch", launch)
     inst = app.instances.get(e.name)
     if inst is not None:
         cfg = inst.config
         if cfg.image:
             row("image", cfg.image)
-        if cfg.command:
+        if cfg.command and not launch:
             row("command", " ".join(fmt.mask_args(cfg.command)))
         if cfg.extra_args:
             row("launch args", " ".join(fmt.mask_args(cfg.extra_args)))
@@ -122,7 +125,7 @@ def identity_table(e: EngineSnapshot, app: Any, now: float) -> Table:
             row("API key", f"from ${cfg.api_key_env} (value never shown)")
         if cfg.model:
             row("model (config)", cfg.model)
-    else:
+    elif not launch:
         row("launch args", Text("not known: this engine was not started by enginedeck", style="dim"))
     if e.last_log_line:
         row("last log line", e.last_log_line)
