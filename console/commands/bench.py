@@ -161,4 +161,9 @@ def run(args: argparse.Namespace) -> int:
     for label, path in (("JSON", args.json_out), ("CSV", args.csv_out), ("Markdown", args.md_out)):
         if path:
             print(f"{label} written to {path}", file=sys.stderr)
+    dead = [e["name"] for e in doc["engines"]
+            if not any(lv["requests"]["completed"] for run in doc["runs"] if run["engine"] == e["name"]
+                       for lv in run["levels"])]  # fmt: skip
+    if dead:
+        raise UserError(f"no request succeeded on {', '.join(dead)} (see the errors in the table/JSON)")
     return 0

@@ -134,3 +134,28 @@ def test_unreachable_engine_is_one_line_and_nonzero(capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "not ready" in err and "Traceback" not in err
+
+
+def test_open_loop_rate_is_kept_on_an_absolute_schedule(tmp_path: Path) -> None:
+    out = tmp_path / "rate.json"
+    with sims(("sglang", "--speed", "8")) as (a,):
+        code = main(["bench", "--engine", a.ref, "--rate", "20", "--arrival", "gamma", "--burstiness", "2",
+                     "--num-prompts", "60", "--input-len", "32", "--output-len", "8", "--json", str(out), "--quiet",
+                     "--no-gpu"])  # fmt: skip
+    assert code == 0
+    level = json.loads(out.read_text())["runs"][0]["levels"][0]
+    assert level["level"]["mode"] == "open" and level["requests"]["completed"] == 60
+    client = level["client"]
+    # 60 arrivals rescaled to end at exactly 60/20 = 3 s: achieved rate close to the target
+    assert client["achieved_rate"] == pytest.approx(20 * 59 / 60, rel=0.25)
+    assert client["schedule_lag_ms"]["p50"] < 20
+    assert level["latency"]["e2e_from_sched_ms"]["n"] == 60
+
+
+def test_engine_failing_every_request_exits_nonzero(capsys: pytest.CaptureFixture[str]) -> None:
+    with sims(("vllm", "--fault", "error-rate=1.0")) as (a,):
+        code = main(["bench", "--engine", a.ref, "--concurrency", "2", "--num-prompts", "4", "--quiet", "--no-gpu"])
+    cap = capsys.readouterr()
+    assert code == 1
+    assert "no request succeeded" in cap.err and "Traceback" not in cap.err
+    assert "requests failed" in cap.out
