@@ -1,0 +1,41 @@
+"""Console flags shared by `enginedeck`, `demo` and `attach`: parsing and precedence over the file."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from console.cli import build_parser
+from console.config import Config, ConsoleSettings
+from console.errors import UserError
+from console.ui.launch import resolve_settings
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(list(argv))
+
+
+@pytest.mark.parametrize("command", [["tui"], ["demo"], ["attach", "vllm@http://127.0.0.1:8000"]])
+def test_every_console_command_takes_the_common_flags(command: list[str]) -> None:
+    args = _args(*command, "--read-only", "--layout", "compact", "--refresh", "2", "--no-mouse",
+                 "--config", "/x.toml")
+    assert (args.read_only, args.layout, args.refresh, args.no_mouse, args.config) == (
+        True, "compact", 2.0, True, "/x.toml")
+
+
+def test_flags_override_the_config_file() -> None:
+    config = Config(path=None, console=ConsoleSettings(refresh=5.0, layout="wide", read_only=False, mouse=True))
+    s = resolve_settings(_args("tui", "--read-only", "--refresh", "0.5", "--no-mouse"), config)
+    assert (s.read_only, s.refresh, s.mouse, s.layout) == (True, 0.5, False, "wide")
+    s = resolve_settings(_args("tui"), config)
+    assert (s.read_only, s.refresh, s.mouse, s.layout) == (False, 5.0, True, "wide")
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--layout", "tiny", "unknown layout"),
+    ("--refresh", "0", "between 0.1 and 60"),
+])
+def test_bad_flags_are_one_line_errors(flag: str, value: str, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        resolve_settings(_args("tui", flag, value), Config(path=None))
