@@ -1,6 +1,19 @@
 """Screen registry. A screen module calls ``register_screen(ScreenSpec(...))`` at import, bringing
 its own actions into the one action registry; adding a screen is one new module plus its name in
-``SCREEN_MODULES``.
+``SCREEN_MODULES``. For example, ``console/ui/screens/playground.py``::
+
+    class PlaygroundScreen(DeckScreen):          # console.ui.screens.base.DeckScreen
+        deck_name = "playground"
+        def show_fleet(self, fleet): ...         # called with every snapshot while shown
+
+    register_screen(ScreenSpec(
+        "playground", "Playground", lambda app, target: PlaygroundScreen(target),
+        actions=(Action("playground", "4", "Playground: stream a prompt", "Navigate",
+                        lambda app: app.show_screen("playground")),),
+        needs_engine=True,                       # opened for the engine under the cursor
+    ))
+
+Its actions then appear in the footer, help and the palette, and obey ``--read-only``.
 """
 
 from __future__ import annotations
