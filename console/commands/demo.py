@@ -87,6 +87,14 @@ class SimFleet:
                             + f" (log: {log_name})")
         return fleet
 
+    def gone(self) -> str | None:
+        """Why the fleet is no longer running (it stops as a whole when one engine dies), or None."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        tail = self.log_tail(1)
+        return f"simulated fleet stopped (exit {code})" + (f": {tail}" if tail else "")
+
     def log_tail(self, n: int = 3) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").strip().splitlines()
@@ -209,6 +217,7 @@ def run_demo(args: argparse.Namespace) -> int:
             gpu_source="simulated",
             gpu_assignment={i.name: i.gpus for i in instances},
             title="demo",
+            check_backing=fleet.gone,
         )
     finally:
         fleet.stop()

@@ -85,6 +85,7 @@ class DeckApp(App[str | None]):
         instances: Mapping[str, EngineInstance] | None = None,
         lifecycle: LifecycleControl | None = None,
         clock: Callable[[], float] = time.time,
+        check_backing: Callable[[], str | None] | None = None,
     ) -> None:
         files = layout_files()
         super().__init__(css_path=list(files.values()))
@@ -95,6 +96,9 @@ class DeckApp(App[str | None]):
         self.lifecycle = lifecycle
         self.clock = clock
         self.fleet: FleetSnapshot | None = None
+        # Something the data depends on (the demo's simulator fleet): returns why it is gone, or None.
+        self.check_backing = check_backing
+        self.backing_problem = ""
         self.animation_level = "none"  # no animations by default (SSH, on-call)
         self.layout_name = ""  # the layout in effect
         self.layout_choice = self.options.layout  # "auto" or a layout name
@@ -214,6 +218,11 @@ class DeckApp(App[str | None]):
 
     def _watchdog(self) -> None:
         # The top bar says "no new data for N s" when the source itself stops publishing.
+        if self.check_backing is not None and not self.backing_problem:
+            problem = self.check_backing()
+            if problem:
+                self.backing_problem = problem
+                self.notify(problem, severity="error", timeout=30)
         s = self.screen
         if isinstance(s, DeckScreen):
             s.refresh_top()

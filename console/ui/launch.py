@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import Any, Literal
 
@@ -69,6 +69,7 @@ def run_console(
     gpu_assignment: Mapping[str, tuple[int, ...]] | None = None,
     config: Config | None = None,
     title: str = "",
+    check_backing: Callable[[], str | None] | None = None,
 ) -> str | None:
     """Run the console until quit; returns the app's result ("demo" from the setup screen)."""
     from console.telemetry.hub import Hub
@@ -88,6 +89,7 @@ def run_console(
             profiles={i.profile.name: i.profile for i in instances},
             instances={i.name: i for i in instances},
             lifecycle=lifecycle,
+            check_backing=check_backing,
         )
         return app.run(mouse=settings.mouse)
     finally:

@@ -339,3 +339,18 @@ async def test_logs_tab_shows_lifecycle_lines_or_says_why_not(make_app: AppFacto
         await pilot.pause()
         identity = _static(app, "#identity-text")
         assert "vllm serve m --api-key ****" in identity and "max context" in identity
+
+
+async def test_backing_check_reports_a_dead_simulator_fleet(make_app: AppFactory) -> None:
+    problems: list[str | None] = [None, "simulated fleet stopped (exit 1): vllm exited"]
+    app = make_app()
+    app.check_backing = lambda: problems[0]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app._watchdog()
+        assert app.backing_problem == ""
+        problems.pop(0)
+        app._watchdog()
+        await pilot.pause()
+        assert "simulated fleet stopped (exit 1): vllm exited" in _notes(app)
+        assert "simulated fleet stopped (exit 1)" in _static(app, "#topbar")

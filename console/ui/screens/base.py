@@ -42,6 +42,8 @@ class TopBar(Line):
             t.append(f"  {len(fleet.engines)} engines")
             if sick:
                 t.append(f" {sick} need attention", style=fmt.CRIT)
+        if app.backing_problem:
+            t.append(f"  {app.backing_problem.split(':')[0]}", style=fmt.CRIT)  # the notice has the rest
         if fleet is not None:
             age = app.clock() - fleet.taken_at
             if src is not None and not src.paused and age > 3 * max(src.refresh, 1.0):
