@@ -29,7 +29,7 @@ from console.client.aggregate import record_dict, summarize
 from console.client.gpu import GpuSampler, SimulatedGpuCollect, default_collect
 from console.client.http import HTTPClient, HTTPError
 from console.client.loadgen import LevelRaw, LevelSpec, ProgressFn, Target, run_level
-from console.client.stream import EndpointKind, GenParams, length_mode, list_models
+from console.client.stream import EndpointKind, GenParams, auth_headers, length_mode, list_models
 from console.client.workloads import WorkloadSpec, generate
 from console.profiles import EngineProfile
 
@@ -67,6 +67,26 @@ class BenchConfig:
     gpu: str = "nvml"  # nvml | simulated | none
     keep_events: bool = True
     request_timeout: float = 600.0
+    flush_cache: bool = False  # flush the engine's prefix cache before every level (where it can)
+
+
+# Prefix-cache flush endpoints (benchmarking.md 6.5 item 1). vLLM's needs VLLM_SERVER_DEV_MODE=1.
+FLUSH_PATHS = {"sglang": "/flush_cache", "vllm": "/reset_prefix_cache"}
+
+
+async def flush_cache(e: EngineTarget) -> str:
+    """POST the engine's cache-flush endpoint; returns "flushed" or why not (recorded per level)."""
+    path = FLUSH_PATHS.get(e.profile.name)
+    if path is None:
+        return f"unsupported by {e.profile.name}"
+    client = HTTPClient(e.url)
+    try:
+        resp = await client.request("POST", path, body=b"", headers=auth_headers(e.api_key), timeout=10.0)
+    except HTTPError as exc:
+        return f"failed: {exc}"
+    finally:
+        client.close()
+    return "flushed" if resp.status == 200 else f"failed: HTTP {resp.status}"
 
 
 def run_order(n_engines: int, repeats: int) -> list[tuple[int, int]]:
@@ -126,12 +146,14 @@ async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressF
                 gpu: GpuSampler | None = GpuSampler(SimulatedGpuCollect(e.name, e.profile.name, e.url))
             else:
                 gpu = GpuSampler(collect, e.gpus) if collect is not None else None
+            flushed = await flush_cache(e) if cfg.flush_cache else "not requested"
             raw = await run_level(
                 target, spec, prompts, cfg.params, progress=progress, gpu=gpu,
                 scrape_metrics=cfg.scrape_metrics, request_timeout=cfg.request_timeout,
             )  # fmt: skip
             raw_by_key[(ei, rep, li)] = raw
             summary = summarize(raw, cfg.slo)
+            summary["cache_flush"] = flushed
             summary["records"] = [record_dict(r, raw.t_start_ns, events=cfg.keep_events) for r in raw.records]
             levels_out.append(summary)
             if progress:
@@ -313,7 +335,7 @@ def _config_dict(cfg: BenchConfig) -> dict[str, Any]:
         "slo_ms": dict(cfg.slo),
         "endpoint": cfg.endpoint,
         "stream_options": "include_usage (+continuous_usage_stats where the profile supports it)",
-        "cache_flushed_between_levels": False,
+        "cache_flushed_between_levels": cfg.flush_cache,
         "scrape_metrics": cfg.scrape_metrics,
     }
 

@@ -41,6 +41,9 @@ def register(sub: Any) -> None:
     p.add_argument("--repeats", type=int, default=1, help="runs per engine, in ABBA order")
     p.add_argument("--slo", default=None, metavar="ttft:MS,tpot:MS,e2e:MS", help="SLOs for goodput")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--flush-cache", action="store_true",
+                   help="flush the prefix cache before every level (SGLang /flush_cache; vLLM /reset_prefix_cache, "
+                   "dev mode only); the result records whether it worked")
     p.add_argument("--no-engine-metrics", action="store_true", help="do not scrape the engines' /metrics")
     p.add_argument("--no-gpu", action="store_true", help="do not sample GPU utilisation/power")
     p.add_argument("--gpus", choices=["nvml", "simulated", "none"], default=None,
@@ -113,7 +116,8 @@ def build_config(args: argparse.Namespace) -> Any:
     return BenchConfig(
         engines=engines, levels=tuple(levels), workload=workload, params=params, repeats=args.repeats,
         seed=args.seed, slo=slo, endpoint=args.endpoint, scrape_metrics=not args.no_engine_metrics,
-        gpu="none" if args.no_gpu else (args.gpus or cfg.console.gpu_source), keep_events=not args.no_events,
+        flush_cache=args.flush_cache, gpu="none" if args.no_gpu else (args.gpus or cfg.console.gpu_source),
+        keep_events=not args.no_events,
     )  # fmt: skip
 
 

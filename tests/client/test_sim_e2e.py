@@ -111,17 +111,21 @@ def test_bench_acceptance_two_engines(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "| TTFT p50 (ms) |" in md.read_text()
 
 
-def test_shared_prefix_beats_random_on_hit_rate_and_ttft(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_shared_prefix_beats_random_on_hit_rate_and_ttft(tmp_path: Path, engine: str) -> None:
     """Read from the engine's own metrics: the shared-prefix workload hits the prefix cache."""
     results = {}
-    with sims(("vllm", "--speed", "8")) as (a,):
+    with sims((engine, "--speed", "8")) as (a,):
         for wl in ("random", "shared-prefix"):
             out = tmp_path / f"{wl}.json"
             code = main(["bench", "--engine", a.ref, "--concurrency", "4", "--num-prompts", "48", "--input-len", "512",
-                         "--output-len", "8", "--workload", wl, "--json", str(out), "--quiet", "--no-gpu"])  # fmt: skip
+                         "--output-len", "8", "--workload", wl, "--json", str(out), "--quiet", "--no-gpu",
+                         "--flush-cache"])  # fmt: skip
             assert code == 0
             results[wl] = json.loads(out.read_text())["runs"][0]["levels"][0]
     rnd, shp = results["random"], results["shared-prefix"]
+    if engine == "sglang":
+        assert rnd["cache_flush"] == shp["cache_flush"] == "flushed"
     assert rnd["server"]["prefix_hit_rate"] is not None and shp["server"]["prefix_hit_rate"] is not None
     assert shp["server"]["prefix_hit_rate"] > rnd["server"]["prefix_hit_rate"] + 0.3
     assert shp["latency"]["ttft_ms"]["p50"] < rnd["latency"]["ttft_ms"]["p50"]
