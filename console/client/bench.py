@@ -154,6 +154,9 @@ async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressF
             raw_by_key[(ei, rep, li)] = raw
             summary = summarize(raw, cfg.slo)
             summary["cache_flush"] = flushed
+            words = [p.input_words for p in prompts[warm:]]
+            # the client's estimate (one token per word) next to the server's usage.prompt_tokens
+            summary["tokens"]["prompt_words_mean"] = sum(words) / len(words) if words else None
             summary["records"] = [record_dict(r, raw.t_start_ns, events=cfg.keep_events) for r in raw.records]
             levels_out.append(summary)
             if progress:
