@@ -106,6 +106,10 @@ def _notes(doc: dict[str, Any], level: dict[str, Any]) -> list[str]:
         if f.get("gpu_reason"):
             bits.append(f"GPU n/a: {f['gpu_reason']}")
         notes.append(f"{_label(doc, name)}: " + "; ".join(bits))
+    modes = {f["length_mode"] for f in level["flags"].values()}
+    if len(modes) > 1:
+        notes.append("output length forced differently on the engines (" + ", ".join(sorted(m or "?" for m in modes))
+                     + "): they did different work; compare per-token metrics (TTFT, TPOT, ITL) only")
     return notes
 
 
@@ -148,6 +152,8 @@ def _workload_line(doc: dict[str, Any]) -> str:
     cfg = doc["config"]
     w = cfg["workload"]
     rep = f", {cfg['repeats']} repeats ABBA" if cfg["repeats"] > 1 else ""
+    if w["kind"] == "file":
+        return f"file {w.get('path')} out<={w['output_len']}, {cfg['endpoint']}{rep}"
     return f"{w['kind']} in={w['input_len']} out={w['output_len']}, {cfg['endpoint']}{rep}"
 
 
