@@ -309,6 +309,7 @@ def combine(doc: dict[str, Any]) -> dict[str, Any]:
                 "server_metrics": any(_dig(s, ("server", "available")) for s in sums),
                 "server_metrics_error": next((e for s in sums if (e := _dig(s, ("server", "error")))), ""),
                 "gpu_reason": next((e for s in sums if (e := _dig(s, ("gpu", "reason")))), ""),
+                "stopped_early": next((e for s in sums if (e := _dig(s, ("requests", "stopped_early")))), ""),
             }
         ratio: dict[str, float | None] = {}
         if len(names) >= 2:

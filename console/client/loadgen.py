@@ -32,6 +32,9 @@ from console.profiles import EngineProfile
 
 ProgressFn = Callable[[dict[str, Any]], None]
 PROGRESS_HZ = 10.0
+# Stop sending in a level whose error rate exceeds this after at least STOP_MIN_REQUESTS (6.5 item 3).
+STOP_ERROR_RATE = 0.05
+STOP_MIN_REQUESTS = 20
 
 
 @dataclass(slots=True)
@@ -174,6 +177,7 @@ async def run_level(
     scrape_metrics: bool = True,
     request_timeout: float | None = 600.0,
     encoded: tuple[list[bytes], LengthMode] | None = None,
+    stop_on_errors: bool = True,
 ) -> LevelRaw:
     """Run one level. ``prompts`` must hold warmup + measured prompts (warmup first).
 
@@ -184,6 +188,7 @@ async def run_level(
     path = target.path
     warm = spec.warmup_count
     records: list[RequestRecord] = []
+    stop_reason = ""
     completed = 0
     errors = 0
     completions_ns: list[int] = []
@@ -210,12 +215,15 @@ async def run_level(
         })  # fmt: skip
 
     def done(rec: RequestRecord) -> None:
-        nonlocal completed, errors, tokens_events
+        nonlocal completed, errors, tokens_events, stop_reason
         completed += 1
         completions_ns.append(_perf_ns())
         tokens_events += len(rec.event_t_ns)
         if not rec.ok:
             errors += 1
+            if (stop_on_errors and not stop_reason and completed >= STOP_MIN_REQUESTS
+                    and errors / completed > STOP_ERROR_RATE):  # fmt: skip
+                stop_reason = f"error rate {errors / completed:.0%} > {STOP_ERROR_RATE:.0%} after {completed} requests"
         report()
 
     async def one(i: int, t_sched: int) -> None:
@@ -225,7 +233,6 @@ async def run_level(
         done(rec)
 
     lag = _LoopLag()
-    stop_reason = ""
     sampler_stop = asyncio.Event()
 
     async def sample_server() -> None:
@@ -264,7 +271,7 @@ async def run_level(
 
             async def worker() -> None:
                 nonlocal nxt, stop_reason, last_send
-                while nxt < n:
+                while nxt < n and not stop_reason:
                     if deadline is not None and _perf_ns() > deadline:
                         stop_reason = f"max duration {spec.max_duration:g}s reached"
                         return
@@ -294,6 +301,7 @@ async def run_level(
                     await asyncio.sleep(delay)
                 if deadline is not None and _perf_ns() > deadline:
                     stop_reason = f"max duration {spec.max_duration:g}s reached"
+                if stop_reason:
                     break
                 last_send = t_target
                 coro = capped(i, t_target) if sem is not None else one(i, t_target)

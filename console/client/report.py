@@ -103,6 +103,8 @@ def _notes(doc: dict[str, Any], level: dict[str, Any]) -> list[str]:
             bits.append("token counts estimated (no usage)")
         if not f["server_metrics"]:
             bits.append(f"engine metrics n/a{': ' + f['server_metrics_error'] if f['server_metrics_error'] else ''}")
+        if f.get("stopped_early"):
+            bits.append(f"STOPPED EARLY: {f['stopped_early']}")
         if f.get("gpu_reason"):
             bits.append(f"GPU n/a: {f['gpu_reason']}")
         notes.append(f"{_label(doc, name)}: " + "; ".join(bits))

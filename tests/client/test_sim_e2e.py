@@ -163,3 +163,15 @@ def test_engine_failing_every_request_exits_nonzero(capsys: pytest.CaptureFixtur
     assert code == 1
     assert "no request succeeded" in cap.err and "Traceback" not in cap.err
     assert "requests failed" in cap.out
+
+
+def test_level_stops_early_when_errors_exceed_five_percent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "err.json"
+    with sims(("vllm", "--speed", "8", "--fault", "error-rate=0.5")) as (a,):
+        code = main(["bench", "--engine", a.ref, "--concurrency", "2", "--num-prompts", "200", "--input-len", "16",
+                     "--output-len", "4", "--json", str(out), "--quiet", "--no-gpu"])  # fmt: skip
+    assert code == 0
+    level = json.loads(out.read_text())["runs"][0]["levels"][0]
+    assert "error rate" in level["requests"]["stopped_early"]
+    assert level["requests"]["sent"] < 100
+    assert "STOPPED EARLY" in capsys.readouterr().out
