@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from console.config import parse_engine_ref
-from console.model import EngineSnapshot, Phase, Quantiles
+from console.model import Phase, Quantiles
 from console.sim.fleet import Fleet, free_port, start_fleet
 from console.telemetry.hub import Hub
 from console.telemetry.windows import histogram_quantile
@@ -98,8 +98,14 @@ HIT = {"vllm": ("prefix_cache_hits", "prefix_cache_queries"), "sglang": ("cached
        "trtllm": ("cached_prompt_tokens", "prompt_tokens")}
 
 
-def _bucket_bounds(snap: EngineSnapshot, family: str) -> tuple[float, ...]:
-    les = {dict(r.labels).get("le") for r in snap.raw if r.name == f"{family}_bucket"}
+def _bucket_bounds(url: str, path: str, family: str) -> tuple[float, ...]:
+    """The engine's bucket bounds, read straight from its payload with prometheus_client's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url + path, timeout=5) as resp:
+        text = resp.read().decode()
+    les = {s.labels.get("le") for f in text_string_to_metric_families(text) for s in f.samples
+           if s.name == f"{family}_bucket"}
     return tuple(sorted(float(x) for x in les if x and x != "+Inf"))
 
 
@@ -166,7 +172,9 @@ def test_status_agrees_with_ground_truth(fleet: Fleet) -> None:
         families = {"vllm": "vllm:time_to_first_token_seconds", "sglang": "sglang:time_to_first_token_seconds",
                     "trtllm": "trtllm_time_to_first_token_seconds"}
         if profile in families:
-            bounds = _bucket_bounds(e, families[profile])
+            path = "/prometheus/metrics" if profile == "trtllm" else "/metrics"
+            bounds = _bucket_bounds(url, path, families[profile])
+            assert bounds
             when = "finish" if profile == "trtllm" else "first_token"
             in_window = [r["ttft"] for r in finals[url]["requests"] if t_start < r[when] <= t_scrape]
             assert len(in_window) >= 20

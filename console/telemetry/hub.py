@@ -32,7 +32,7 @@ from console.model import (
     SourceState,
 )
 from console.telemetry.history import History
-from console.telemetry.scrape import EngineProbe
+from console.telemetry.scrape import EngineProbe, Health
 from console.telemetry.source import Listener
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
@@ -51,6 +51,7 @@ class EngineCollector:
     """Collects one engine: health every period, identity on (re)connect, metrics when answering."""
 
     IDENTITY_EVERY = 30  # periods between identity refreshes while connected
+    HEALTH_EVERY = 5  # while metrics answer, the health endpoint is asked only every N periods
 
     def __init__(self, instance: EngineInstance, client: httpx.AsyncClient, *, period: float) -> None:
         from console.telemetry.windows import EngineMetricsState
@@ -61,6 +62,10 @@ class EngineCollector:
         self.state = EngineMetricsState(instance.profile)
         self.identity: EngineIdentity | None = None
         self._identity_age = 0
+        self._health_age = 0
+        # Parse every raw family only while someone looks at them (the metrics browser): the
+        # profile's own families are a fraction of a real payload.
+        self.want_raw = False
         self.snapshot = EngineSnapshot(
             name=instance.name,
             profile=instance.profile.name,
@@ -79,7 +84,15 @@ class EngineCollector:
 
         now = time.time()
         prev = self.snapshot
-        health = await self.probe.health()
+        resp = None
+        if prev.phase is Phase.READY and prev.reachable and self._health_age < self.HEALTH_EVERY:
+            # Ready and answering: a metrics scrape that works is proof enough of life.
+            self._health_age += 1
+            resp = await self.probe.metrics()
+            health = Health(Phase.READY, "", True) if resp.status is not None else await self.probe.health()
+        else:
+            self._health_age = 0
+            health = await self.probe.health()
         if not health.reachable:
             self.identity = None  # re-read after a restart: the version may have changed
             snap = replace(
@@ -101,18 +114,21 @@ class EngineCollector:
         self._identity_age += 1
 
         phase, detail = health.phase, health.detail
-        resp = await self.probe.metrics()
+        if resp is None or resp.status is None:
+            resp = await self.probe.metrics()
         mono = time.monotonic()
         metrics_fresh: Freshness
         raw, unmapped, missing = prev.raw, prev.unmapped, prev.missing
         models: tuple[ModelMetrics, ...] = prev.models
         total = prev.total
         if resp.ok:
-            reading = normalize(self.instance.profile, resp.body)
+            reading = normalize(self.instance.profile, resp.body, full=self.want_raw)
             if reading.ok:
                 self.state.ingest(mono, reading)
                 models, total = self.state.metrics()
-                raw, unmapped, missing = reading.raw, reading.unmapped, reading.missing
+                missing = reading.missing
+                if self.want_raw:
+                    raw, unmapped = reading.raw, reading.unmapped
                 # Stamp the data with the moment the payload arrived, not when the probe began.
                 metrics_fresh = _fresh(time.time())
             else:
@@ -229,6 +245,12 @@ class Hub:
         with self._lock:
             return self._latest
 
+    def set_detail(self, name: str | None) -> None:
+        """Collect every raw series of engine ``name`` (for a metrics browser); None for none."""
+        self._detail = name
+        for n, c in self._collectors.items():
+            c.want_raw = n == name
+
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         with self._lock:
             self._listeners.append(listener)
@@ -281,7 +303,14 @@ class Hub:
         async with httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False) as client:
             for inst in self._instances:
                 period = inst.config.scrape_period or self._refresh
-                self._collectors[inst.name] = EngineCollector(inst, client, period=period)
+                c = EngineCollector(inst, client, period=period)
+                c.want_raw = inst.name == getattr(self, "_detail", None)
+                self._collectors[inst.name] = c
+            self._first_round = asyncio.Event()
+            self._gpu_first = asyncio.Event()
+            self._collected: set[str] = set()
+            if not self._collectors:
+                self._first_round.set()
             tasks = [asyncio.create_task(self._engine_loop(c)) for c in self._collectors.values()]
             tasks.append(asyncio.create_task(self._host_loop()))
             if self._gpu_kind == "nvml":
@@ -317,6 +346,10 @@ class Hub:
             with self._lock:
                 gpus = self._gpu_assignment.get(c.instance.name, snap.gpus)
                 self._engines[c.instance.name] = replace(snap, gpus=gpus)
+            if not self._first_round.is_set():
+                self._collected.add(c.instance.name)
+                if len(self._collected) == len(self._collectors):
+                    self._first_round.set()
             elapsed = time.monotonic() - started
             await asyncio.sleep(max(0.05, c.period - elapsed))
 
@@ -360,6 +393,7 @@ class Hub:
             fleet = self._attribute(fleet)
             with self._lock:
                 self._gpus = fleet
+            self._gpu_first.set()
             if fleet.unavailable_reason:
                 await asyncio.sleep(30)  # no driver: nothing will change soon
             else:
@@ -381,6 +415,13 @@ class Hub:
         return sim.step(time.time(), engines)
 
     async def _publish_loop(self) -> None:
+        # The first snapshot goes out as soon as every engine has answered (or failed) once, so a
+        # screen shows data without waiting a whole refresh period.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._first_round.wait(), timeout=max(self._refresh, 3.0))
+        if self._gpu_kind == "nvml":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._gpu_first.wait(), timeout=0.5)
         while True:
             if not self._paused:
                 self._publish()

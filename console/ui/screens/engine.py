@@ -174,6 +174,16 @@ class EngineScreen(DeckScreen):
         t.add_column("value", key="value", width=14)
         t.add_column("kind", key="kind", width=10)
         self._show_logs()
+        self._want_raw(self.engine)
+
+    def on_unmount(self) -> None:
+        self._want_raw(None)
+
+    def _want_raw(self, engine: str | None) -> None:
+        # Every raw series is parsed only while this screen shows them (the hub's set_detail).
+        set_detail = getattr(self.deck.source, "set_detail", None)
+        if callable(set_detail):
+            set_detail(engine)
 
     def _snap(self, fleet: FleetSnapshot) -> EngineSnapshot | None:
         return fleet.engine(self.engine)
