@@ -1,34 +1,36 @@
 """`enginedeck demo`: a simulated fleet in the console, no GPU needed; everything it starts, it stops.
 
-The fleet runs as `python -m console sim --fleet --print-json` in its own process group, which
-prints one JSON line per endpoint. On quit, SIGTERM/SIGHUP, a lost terminal, or an error, the
-whole group is terminated (then killed); on Linux the fleet leader also gets SIGTERM if this
-process dies without cleaning up (PR_SET_PDEATHSIG).
+The four simulated engines (vLLM, SGLang, TensorRT-LLM, TGI flavours) are managed engines of the
+lifecycle's process backend, exactly like a `managed = "process"` engine of a user's
+configuration: the console can stop, start and restart them, shows their phases and logs, and
+killing one leaves the others running. A separate process (`enginedeck sim --load ...`) sends the
+synthetic client load, so the console process only watches. On quit, SIGTERM/SIGHUP, a lost
+terminal, or an error, the load process and every engine are stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from console.config import EngineInstance
+from console.config import Config, EngineInstance, parse_config
 from console.errors import UserError
 from console.ui.launch import add_console_flags
 
 FLAVOURS = ("vllm", "sglang", "trtllm", "tgi")
 GPUS_PER_ENGINE = 2
 START_TIMEOUT = 60.0
+# A small KV pool (in 16-token blocks) so the demo load visibly fills caches, queues and preempts.
+DEMO_KV_BLOCKS = 448
+MODELS = {"vllm": "Qwen/Qwen3-0.6B", "sglang": "Qwen/Qwen3-0.6B", "trtllm": "Qwen3-0.6B", "tgi": "Qwen/Qwen3-0.6B"}
 
 
 def register(sub: Any) -> None:
@@ -52,162 +54,120 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-class SimFleet:
-    """The simulator fleet process group and the endpoints it announced."""
+def demo_config(ports: dict[str, int], seed: int = 1) -> Config:
+    """The demo fleet as a configuration: one process-managed simulator per flavour."""
+    engines: dict[str, Any] = {}
+    for i, flavour in enumerate(FLAVOURS):
+        engines[f"{flavour}-sim"] = {
+            "profile": flavour,
+            "managed": "process",
+            "port": ports[flavour],
+            "model": MODELS[flavour],
+            "command": ["{python}", "-m", "console", "sim", "--engine", flavour, "--host", "127.0.0.1",
+                        "--port", "{port}", "--model", "{model}", "--kv-blocks", str(DEMO_KV_BLOCKS),
+                        "--seed", str(seed + i)],
+            "simulated": True,
+            "timeouts": {"loading": 60, "stopping": 5},
+        }
+    return parse_config({"engines": engines}, "<enginedeck demo>")
 
-    def __init__(self, proc: subprocess.Popen[bytes], endpoints: list[dict[str, Any]], log_path: Path) -> None:
-        self.proc = proc
-        self.endpoints = endpoints
+
+class DemoFleet:
+    """The simulated engines (through a LifecycleManager) and the process sending them load."""
+
+    def __init__(self, config: Config, manager: Any, log_path: Path) -> None:
+        self.config = config
+        self.manager = manager
+        self.load_proc: subprocess.Popen[bytes] | None = None
         self.log_path = log_path
 
     @classmethod
-    def start(cls, timeout: float = START_TIMEOUT, expect: int = len(FLAVOURS)) -> SimFleet:
-        log_fd, log_name = tempfile.mkstemp(prefix="enginedeck-demo-", suffix=".log")
-        cmd = [sys.executable, "-m", "console", "sim", "--fleet", "--print-json"]
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log_fd,
-            start_new_session=True,  # its own process group: one killpg ends it all
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
+    def start(cls, timeout: float = START_TIMEOUT, seed: int = 1) -> DemoFleet:
+        from console.lifecycle.manager import LifecycleManager
+        from console.sim.fleet import free_port
+
+        config = demo_config({f: free_port() for f in FLAVOURS}, seed=seed)
+        manager = LifecycleManager(config)
+        log_fd, log_name = tempfile.mkstemp(prefix="enginedeck-demo-load-", suffix=".log")
         os.close(log_fd)
-        fleet = cls(proc, [], Path(log_name))
+        fleet = cls(config, manager, Path(log_name))
         try:
-            assert proc.stdout is not None
-            fleet.endpoints = _read_endpoints(proc, proc.stdout, timeout, expect)
+            futures = [manager.start(i.name) for i in config.instances]
+            for f in futures:
+                f.result(timeout=timeout)
+            for inst in config.instances:
+                st = manager.wait(inst.name, timeout=timeout)
+                if st.phase.value != "ready":
+                    raise UserError(f"demo engine {inst.name} did not start: {st.one_line()}")
+            fleet.start_load(seed)
         except BaseException:
             fleet.stop()
             raise
-        if not fleet.endpoints:
-            tail = fleet.log_tail()
-            fleet.stop()
-            raise UserError("the simulated fleet did not start" + (f": {tail}" if tail else "")
-                            + f" (log: {log_name})")
         return fleet
 
-    def gone(self) -> str | None:
-        """Why the fleet is no longer running (it stops as a whole when one engine dies), or None."""
-        code = self.proc.poll()
-        if code is None:
-            return None
-        tail = self.log_tail(1)
-        return f"simulated fleet stopped (exit {code})" + (f": {tail}" if tail else "")
+    def start_load(self, seed: int) -> None:
+        refs = [f"{i.profile.name}@{i.url}" for i in self.config.instances]
+        cmd = [sys.executable, "-m", "console", "sim", "--seed", str(seed)]
+        for ref in refs:
+            cmd += ["--load", ref]
+        with open(self.log_path, "wb") as log:
+            self.load_proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
 
-    def log_tail(self, n: int = 3) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return " | ".join(lines[-n:])
+    def pids_of(self, name: str) -> tuple[int, ...]:
+        pid = self.manager.status(name).pid
+        return (int(pid),) if pid else ()
 
     def instances(self) -> list[EngineInstance]:
-        from console.config import parse_engine_ref
+        import dataclasses
 
-        out: list[EngineInstance] = []
-        seen: set[str] = set()
-        for i, ep in enumerate(self.endpoints):
-            profile = str(ep["profile"])
-            inst = parse_engine_ref(f"{profile}@{ep['url']}")
-            name = f"{profile}-sim"
-            k = 2
-            while name in seen:
-                name, k = f"{profile}-sim{k}", k + 1
-            seen.add(name)
+        out = []
+        for i, inst in enumerate(self.config.instances):
             gpus = tuple(range(GPUS_PER_ENGINE * i, GPUS_PER_ENGINE * (i + 1)))
-            pid = ep.get("pid")
-            out.append(dataclasses.replace(
-                inst,
-                name=name,
-                pids=(int(pid),) if isinstance(pid, int) else (),
-                gpus=gpus,
-                config=inst.config.model_copy(update={"simulated": True}),
-            ))
+            out.append(dataclasses.replace(inst, gpus=gpus, pids=self.pids_of(inst.name)))
         return out
 
+    def gone(self) -> str | None:
+        """Why the synthetic load stopped, or None while it runs (engines report through phases)."""
+        if self.load_proc is None or self.load_proc.poll() is None:
+            return None
+        return f"synthetic load stopped (exit {self.load_proc.returncode}; log {self.log_path})"
+
     def stop(self, grace: float = 5.0) -> None:
-        """Terminate the whole group; kill what is left after ``grace`` seconds. Idempotent."""
-        pgid = self.proc.pid  # session leader: its pid is the group id
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _group_alive(pgid):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=0.1)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=2)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        # Engines that left the group (their own session) are ended by pid when still ours.
-        for ep in self.endpoints:
-            pid = ep.get("pid")
-            if isinstance(pid, int) and _still_a_simulator(pid, pgid):
+        """Stop the load, then every engine this process started. Idempotent."""
+        from console.lifecycle.process_backend import cleanup_all
+
+        proc = self.load_proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def _still_a_simulator(pid: int, pgid: int) -> bool:
-    try:
-        import psutil
-
-        p = psutil.Process(pid)
-        return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                    and "console" in " ".join(p.cmdline()) and "sim" in " ".join(p.cmdline()))
-    except Exception:
-        return False
-
-
-def _read_endpoints(proc: subprocess.Popen[bytes], out: IO[bytes], timeout: float, expect: int) -> list[dict[str, Any]]:
-    """JSON lines from the fleet's stdout until ``expect`` endpoints, EOF, or the deadline."""
-    endpoints: list[dict[str, Any]] = []
-    sel = selectors.DefaultSelector()
-    sel.register(out, selectors.EVENT_READ)
-    buf = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while len(endpoints) < expect:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            if not sel.select(timeout=min(left, 0.5)):
-                if proc.poll() is not None:
-                    break
-                continue
-            chunk = os.read(out.fileno(), 65536)
-            if not chunk:
-                break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                with contextlib.suppress(ValueError):
-                    obj = json.loads(line)
-                    if isinstance(obj, dict) and "url" in obj and "profile" in obj:
-                        endpoints.append(obj)
-    finally:
-        sel.close()
-    return endpoints
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=2)
+        cleanup_all(grace=grace)
+        with contextlib.suppress(Exception):
+            self.manager.close()
+        with contextlib.suppress(OSError):
+            self.log_path.unlink()
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from console.config import Config, load_config
+    from console.config import load_config
+    from console.ui.control_lifecycle import ManagerControl
     from console.ui.launch import install_exit_signals, resolve_settings, run_console
 
     config = load_config(args.config) if getattr(args, "config", None) else Config(path=None)
     settings = resolve_settings(args, config)
     install_exit_signals()  # a SIGTERM while the fleet starts still runs the cleanup below
     print("enginedeck demo: starting the simulated fleet…", file=sys.stderr)
-    fleet = SimFleet.start()
+    started = time.monotonic()
+    fleet = DemoFleet.start()
+    print(f"enginedeck demo: fleet ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
     try:
         instances = fleet.instances()
         run_console(
@@ -218,9 +178,9 @@ def run_demo(args: argparse.Namespace) -> int:
             gpu_assignment={i.name: i.gpus for i in instances},
             title="demo",
             check_backing=fleet.gone,
+            lifecycle=ManagerControl(fleet.manager, fleet.config),
+            pids_of=fleet.pids_of,
         )
     finally:
         fleet.stop()
-        with contextlib.suppress(OSError):
-            fleet.log_path.unlink()
     return 0

@@ -42,6 +42,9 @@ def register(sub: Any) -> None:
     p.add_argument("--no-load", action="store_true", help="--fleet: no synthetic client load")
     p.add_argument("--base-port", type=int, default=None, help="--fleet: first port (default: free ports)")
     p.add_argument("--print-json", action="store_true", help="--fleet: one JSON line per endpoint")
+    p.add_argument("--load", action="append", default=[], metavar="PROFILE@URL",
+                   help="only run the fleet's synthetic client load against these running engines (repeatable)")
+    p.add_argument("--load-api-key-env", metavar="NAME", help="--load: environment variable holding an API key")
     p.set_defaults(func=run)
 
 
@@ -49,6 +52,8 @@ _DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "trtllm": 8000, "tgi": 3000, "l
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.load:
+        return _run_load(args)
     if args.fleet:
         return _run_fleet(args)
     if not args.engine:
@@ -146,3 +151,54 @@ def _run_fleet(args: argparse.Namespace) -> int:
     finally:
         fleet.stop()
     return 1 if failed else 0
+
+
+def _model_of(url: str, api_key: str | None, stop: threading.Event) -> str | None:
+    """The served model, asked until the engine answers (it may still be starting)."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    while not stop.is_set():
+        try:
+            req = urllib.request.Request(f"{url}/v1/models", headers=headers)
+            with urllib.request.urlopen(req, timeout=2) as resp:
+                data = json.load(resp)
+            return str(data["data"][0]["id"])
+        except (OSError, ValueError, KeyError, IndexError, urllib.error.URLError):
+            stop.wait(0.5)
+    return None
+
+
+def _run_load(args: argparse.Namespace) -> int:
+    """Synthetic load only, against engines that run elsewhere (the demo's managed simulators)."""
+    import os
+
+    from console.sim.load import LoadTarget, LoadThread
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    api_key = os.environ.get(args.load_api_key_env) if args.load_api_key_env else None
+    targets: list[LoadTarget] = []
+    for ref in args.load:
+        profile, sep, url = ref.partition("@")
+        if not sep or profile not in ENGINES or not url.startswith(("http://", "https://")):
+            raise UserError(f"--load {ref!r}: expected PROFILE@URL with PROFILE one of {', '.join(ENGINES)}")
+        model = _model_of(url.rstrip("/"), api_key, stop)
+        if model is None:
+            return 0
+        targets.append(LoadTarget(profile, url.rstrip("/"), model, api_key))
+    load = LoadThread(targets, seed=args.seed)
+    load.start()
+    print(f"synthetic load on {len(targets)} engine(s) (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    try:
+        while not stop.is_set():
+            stop.wait(0.5)
+    finally:
+        load.stop()
+    return 0

@@ -175,7 +175,10 @@ class Hub:
         gpu_assignment: Mapping[str, tuple[int, ...]] | None = None,
         history_capacity: int = 3600,
         simulated_gpu_count: int = 8,
+        pids_of: Callable[[str], tuple[int, ...]] | None = None,
     ) -> None:
+        """``pids_of(name)``: the current process ids of an engine the lifecycle layer runs (they
+        change on restart); without it an instance's own ``pids`` are used."""
         self.history = History(capacity=history_capacity)
         self._instances = list(instances)
         self._refresh = refresh
@@ -183,6 +186,7 @@ class Hub:
         self._gpu_kind = gpu_source
         self._gpu_assignment = dict(gpu_assignment or {inst.name: inst.gpus for inst in instances if inst.gpus})
         self._sim_gpu_count = simulated_gpu_count
+        self._pids_of = pids_of
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -376,7 +380,8 @@ class Hub:
         """Host stats, plus CPU and memory of every engine whose process ids are known."""
         host: HostSnapshot = source.collect()
         with self._lock:
-            pids = {name: e.pids for name, e in self._engines.items() if e.pids}
+            engines = dict(self._engines)
+        pids = {name: p for name, e in engines.items() if (p := self._current_pids(e))}
         stats = {name: source.process_stats(p) for name, p in pids.items()}
         with self._lock:
             self._proc_stats = {n: (st.cpu_percent, st.rss_bytes) for n, st in stats.items()}
@@ -404,6 +409,8 @@ class Hub:
 
         with self._lock:
             engines = dict(self._engines)
+        if self._pids_of is not None:
+            engines = {n: replace(e, pids=self._current_pids(e)) for n, e in engines.items()}
         return attribute_fleet(fleet, engines)
 
     def _simulated_gpus(self, engines: Sequence[EngineSnapshot]) -> GpuFleet:
@@ -427,10 +434,20 @@ class Hub:
                 self._publish()
             await self._sleep(self._refresh)
 
+    def _current_pids(self, e: EngineSnapshot) -> tuple[int, ...]:
+        if self._pids_of is None:
+            return e.pids
+        try:
+            return tuple(self._pids_of(e.name))
+        except Exception:  # a lookup failure must not stop publishing
+            return e.pids
+
     def _publish(self) -> None:
         now = time.time()
         with self._lock:
             engines = tuple(self._engines[i.name] for i in self._instances)
+        if self._pids_of is not None:
+            engines = tuple(e if (p := self._current_pids(e)) == e.pids else replace(e, pids=p) for e in engines)
         if self._gpu_kind == "simulated":
             gpus = self._simulated_gpus(engines)
             with self._lock:

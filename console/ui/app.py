@@ -342,8 +342,13 @@ class DeckApp(App[str | None]):
                         severity="warning")
             return
         snap = self.fleet.engine(engine) if self.fleet else None
-        running = snap.total.running if snap and snap.total else None
-        extra = f" It is serving {running:.0f} running requests." if running else ""
+        # Only a live count is worth a warning: an unreachable engine's last values are history.
+        live = snap is not None and snap.reachable and not snap.metrics_freshness.stale
+        running = snap.total.running if live and snap is not None and snap.total else None
+        if verb == "start":
+            extra = " It is answering already; start only acts on an engine that is not running." if live else ""
+        else:
+            extra = f" It is serving {running:.0f} running requests." if running else ""
 
         def done(ok: bool | None) -> None:
             if ok:

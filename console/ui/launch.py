@@ -70,16 +70,22 @@ def run_console(
     config: Config | None = None,
     title: str = "",
     check_backing: Callable[[], str | None] | None = None,
+    lifecycle: Any | None = None,
+    pids_of: Callable[[str], tuple[int, ...]] | None = None,
 ) -> str | None:
-    """Run the console until quit; returns the app's result ("demo" from the setup screen)."""
+    """Run the console until quit; returns the app's result ("demo" from the setup screen).
+
+    ``lifecycle``: engine control already built by the caller (the demo); otherwise one is made
+    from ``config`` when it has managed engines. ``pids_of``: current process ids per engine."""
     from console.telemetry.hub import Hub
     from console.ui.app import DeckApp, UiOptions
 
     install_exit_signals()
     hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
-              gpu_assignment=gpu_assignment)
+              gpu_assignment=gpu_assignment, pids_of=pids_of)
     # Engine control also serves logs, so it exists in read-only mode too (its actions are refused there).
-    lifecycle = _lifecycle(config) if config is not None else None
+    if lifecycle is None and config is not None:
+        lifecycle = _lifecycle(config)
     hub.start()
     try:
         app = DeckApp(
