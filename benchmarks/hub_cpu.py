@@ -41,7 +41,8 @@ def main() -> None:
         cpu = sum(t1.get(k, 0.0) - v for k, v in t0.items())
         snap = hub.latest()
         hub.stop()
-        print(f"hub threads: {len(new)}; engines {len(snap.engines)}, GPUs {len(snap.gpus.gpus)}; refresh {a.refresh} s")
+        print(f"hub threads: {len(new)}; engines {len(snap.engines)}, GPUs {len(snap.gpus.gpus)}; "
+              f"refresh {a.refresh} s")
         print(f"hub CPU: {100 * cpu / wall:.2f}% of one core over {wall:.0f} s")
         print(f"history: {hub.history.memory_bytes() / 2**20:.2f} MiB in {len(hub.history.keys())} series")
     finally:
