@@ -61,3 +61,26 @@ def test_hub_process_stats_pause_and_refresh() -> None:
         hub.stop()
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def test_lifecycle_phase_wins_while_starting_and_after_exit() -> None:
+    from console.model import Phase
+
+    port = free_port()  # nothing listens: HTTP alone can only say "refused"
+    known: dict[str, tuple[Phase, str]] = {}
+    inst = parse_engine_ref(f"vllm@http://127.0.0.1:{port}")
+    hub = Hub([inst], refresh=0.2, gpu_source="none", lifecycle_phase=lambda name: known.get(name))
+    try:
+        hub.start()
+        time.sleep(0.6)
+        assert hub.latest().engines[0].phase is Phase.UNREACHABLE
+        known[inst.name] = (Phase.LOADING, "Loading safetensors checkpoint shards: 40%")
+        time.sleep(0.6)
+        e = hub.latest().engines[0]
+        assert e.phase is Phase.LOADING and "40%" in e.health_detail
+        known[inst.name] = (Phase.EXITED, "exit code 137 (OOMKilled)")
+        time.sleep(0.6)
+        e = hub.latest().engines[0]
+        assert e.phase is Phase.EXITED and "OOMKilled" in e.health_detail
+    finally:
+        hub.stop()

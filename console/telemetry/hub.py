@@ -176,9 +176,13 @@ class Hub:
         history_capacity: int = 3600,
         simulated_gpu_count: int = 8,
         pids_of: Callable[[str], tuple[int, ...]] | None = None,
+        lifecycle_phase: Callable[[str], tuple[Phase, str] | None] | None = None,
     ) -> None:
         """``pids_of(name)``: the current process ids of an engine the lifecycle layer runs (they
-        change on restart); without it an instance's own ``pids`` are used."""
+        change on restart); without it an instance's own ``pids`` are used.
+        ``lifecycle_phase(name)``: what the lifecycle layer knows of a managed engine (phase and a
+        one-line detail); it wins over HTTP probing while the engine is starting, loading, stopping
+        or has exited, where a refused connection alone cannot tell those apart."""
         self.history = History(capacity=history_capacity)
         self._instances = list(instances)
         self._refresh = refresh
@@ -187,6 +191,7 @@ class Hub:
         self._gpu_assignment = dict(gpu_assignment or {inst.name: inst.gpus for inst in instances if inst.gpus})
         self._sim_gpu_count = simulated_gpu_count
         self._pids_of = pids_of
+        self._lifecycle_phase = lifecycle_phase
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -434,6 +439,22 @@ class Hub:
                 self._publish()
             await self._sleep(self._refresh)
 
+    _LIFECYCLE_WINS = frozenset({Phase.PULLING, Phase.CREATING, Phase.STARTING, Phase.LOADING, Phase.STOPPING,
+                                 Phase.EXITED, Phase.FAILED})
+
+    def _with_lifecycle(self, e: EngineSnapshot) -> EngineSnapshot:
+        assert self._lifecycle_phase is not None
+        try:
+            known = self._lifecycle_phase(e.name)
+        except Exception:  # a lifecycle lookup failure must not stop publishing
+            return e
+        if known is None:
+            return e
+        phase, detail = known
+        if phase in self._LIFECYCLE_WINS and not (e.reachable and e.phase is Phase.READY and phase is Phase.LOADING):
+            return replace(e, phase=phase, health_detail=detail or e.health_detail)
+        return e
+
     def _current_pids(self, e: EngineSnapshot) -> tuple[int, ...]:
         if self._pids_of is None:
             return e.pids
@@ -448,6 +469,8 @@ class Hub:
             engines = tuple(self._engines[i.name] for i in self._instances)
         if self._pids_of is not None:
             engines = tuple(e if (p := self._current_pids(e)) == e.pids else replace(e, pids=p) for e in engines)
+        if self._lifecycle_phase is not None:
+            engines = tuple(self._with_lifecycle(e) for e in engines)
         if self._gpu_kind == "simulated":
             gpus = self._simulated_gpus(engines)
             with self._lock:

@@ -90,7 +90,8 @@ def _describe(exc: Exception, timeout: float) -> str:
         return "cannot connect"
     if isinstance(exc, httpx.TimeoutException):
         return f"no answer within {timeout:g} s"
-    if isinstance(exc, httpx.RemoteProtocolError):
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        # docker-proxy accepts on the published port, then closes while the container is not listening
         return "connection closed mid-response"
     return type(exc).__name__
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from console.config import Config
 from console.lifecycle.manager import LifecycleManager
+from console.model import Phase
 
 
 class ManagerControl:
@@ -15,7 +16,9 @@ class ManagerControl:
 
     @classmethod
     def from_config(cls, config: Config) -> ManagerControl:
-        return cls(LifecycleManager(config), config)
+        manager = LifecycleManager(config)
+        manager.refresh_all()  # engines started earlier (containers by label, process records)
+        return cls(manager, config)
 
     def can_control(self, engine: str) -> bool:
         return engine in self._managed
@@ -42,6 +45,24 @@ class ManagerControl:
         if engine not in self._managed:
             return None
         return [line.text for line in self.manager.logs(engine).tail(n)]
+
+    def phase_of(self, engine: str) -> tuple[Phase, str] | None:
+        """The lifecycle's view of a managed engine, for the hub to show while it starts or stops."""
+        if engine not in self._managed:
+            return None
+        st = self.manager.status(engine)
+        if st.phase is Phase.UNKNOWN:
+            return None
+        detail = st.one_line().removeprefix(st.phase.value).removeprefix(" - ")
+        if st.evidence and st.phase in (Phase.STARTING, Phase.LOADING):
+            detail = f"{detail} · {st.evidence}" if detail else st.evidence
+        return st.phase, detail
+
+    def pids_of(self, engine: str) -> tuple[int, ...]:
+        if engine not in self._managed:
+            return ()
+        pid = self.manager.status(engine).pid
+        return (int(pid),) if pid else ()
 
     def close(self) -> None:
         self.manager.close()

@@ -81,11 +81,13 @@ def run_console(
     from console.ui.app import DeckApp, UiOptions
 
     install_exit_signals()
-    hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
-              gpu_assignment=gpu_assignment, pids_of=pids_of)
     # Engine control also serves logs, so it exists in read-only mode too (its actions are refused there).
     if lifecycle is None and config is not None:
         lifecycle = _lifecycle(config)
+    phase_of = getattr(lifecycle, "phase_of", None)
+    hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
+              gpu_assignment=gpu_assignment, pids_of=pids_of or getattr(lifecycle, "pids_of", None),
+              lifecycle_phase=phase_of if callable(phase_of) else None)
     hub.start()
     try:
         app = DeckApp(
