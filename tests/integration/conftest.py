@@ -199,3 +199,17 @@ def start_llama_server(llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path) 
             return stack.enter_context(server)
 
         yield start
+
+
+@pytest.fixture(scope="session")
+def medium_gguf(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 28M-parameter model (about 110 MB): it loads in 100-200 ms, long enough to see llama-server's
+    503 "Loading model" phase reliably (the tiny model's window is tens of milliseconds)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("models") / "medium.gguf"
+    args = ["--layers", "8", "--dim", "512", "--ff", "1536", "--heads", "8", "--name", "medium"]
+    subprocess.run([sys.executable, str(helpers.GGUF_GENERATOR), "-o", str(out), *args], check=True,
+                   capture_output=True)
+    return out

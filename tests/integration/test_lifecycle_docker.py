@@ -323,3 +323,29 @@ command = ["--engine", "vllm", "--host", "0.0.0.0", "--port", "{{port}}", "--mod
     finally:
         for c in ours(docker_client, name):
             c.remove(force=True, v=True)
+
+
+def test_cli_adopt(docker_client: Any, sim_image: str, run_sim: Any, tmp_path: Path,
+                   capsys: pytest.CaptureFixture[str]) -> None:
+    sim = run_sim("--engine", "vllm")
+    name = f"adopt-{SUFFIX}"
+    conf = tmp_path / "config.toml"
+    conf.write_text(
+        f"""
+[engines.{name}]
+profile = "vllm"
+managed = "docker"
+image = "{sim_image}"
+model = "facebook/opt-125m"
+served_name = "opt"
+port = {sim.port}
+command = ["--engine", "vllm", "--host", "0.0.0.0", "--port", "{{port}}", "--model", "{{served_name}}"]
+"""
+    )
+    assert cli_main(["adopt", name, "--config", str(conf)]) == 1  # not a terminal and no --yes
+    assert "add --yes" in capsys.readouterr().err
+    assert cli_main(["adopt", name, "--config", str(conf), "--yes"]) == 0
+    assert f"{name}: adopted (ready" in capsys.readouterr().out
+    assert cli_main(["down", name, "--config", str(conf), "--yes"]) == 0
+    sim.container.reload()
+    assert sim.container.status == "exited"  # stopped; an adopted container is never removed

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,6 @@ from console.config import parse_config
 from console.lifecycle.audit import AuditLog
 from console.lifecycle.manager import LifecycleManager
 from console.model import Phase
-from tests.integration.helpers import GGUF_GENERATOR
 
 pytestmark = pytest.mark.llamacpp
 
@@ -42,15 +39,6 @@ def on_path(llama_server_bin: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The profile's command is plain `llama-server`: put the provisioned binary on PATH."""
     monkeypatch.setenv("PATH", f"{llama_server_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return llama_server_bin
-
-
-@pytest.fixture(scope="module")
-def medium_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 28M-parameter model (about 110 MB): it loads in 100-200 ms, long enough to see the 503 phase."""
-    out = tmp_path_factory.mktemp("models") / "medium.gguf"
-    args = ["--layers", "8", "--dim", "512", "--ff", "1536", "--heads", "8", "--name", "medium"]
-    subprocess.run([sys.executable, str(GGUF_GENERATOR), "-o", str(out), *args], check=True, capture_output=True)
-    return out
 
 
 @pytest.fixture

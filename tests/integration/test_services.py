@@ -129,11 +129,12 @@ def read_sse(response: httpx.Response) -> list[Any]:
 
 
 @pytest.mark.llamacpp
-def test_llama_server_loads_serves_metrics_and_streams(start_llama_server: StartLlama) -> None:
-    # The socket is bound before the model loads: /health answers 503 "Loading model" for tens of
-    # milliseconds. Catching that window depends on scheduling, so allow a few fresh starts.
+def test_llama_server_loads_serves_metrics_and_streams(start_llama_server: StartLlama, medium_gguf: Path) -> None:
+    # The socket is bound before the model loads: /health answers 503 "Loading model" while it
+    # loads (100-200 ms for the medium model). Catching that window still depends on scheduling on a
+    # loaded machine, so allow a few fresh starts.
     for _ in range(5):
-        server = start_llama_server(wait=False)
+        server = start_llama_server(wait=False, model=medium_gguf)
         helpers.wait_health(server)
         if any(code == 503 for code, _ in server.health_polls):
             break

@@ -1,0 +1,49 @@
+"""`enginedeck adopt NAME [--container ID]`: take control of a recognised engine container that
+enginedeck did not start (it is monitor-only until then; `ps` lists such containers).
+
+After adoption `down`, `restart` and the console's stop/restart act on it; an adopted container is
+never removed, only stopped. Asks first on a terminal; elsewhere needs --yes.
+Exit codes: 0 adopted, 1 user error (nothing to adopt, not confirmed), 2 Docker failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    from console.lifecycle.cli_support import add_common
+
+    p = sub.add_parser("adopt", help="take control of a running engine container enginedeck did not start")
+    add_common(p)
+    p.add_argument("--container", metavar="ID", help="the container (default: the one found for NAME's image/port)")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.errors import UserError
+    from console.lifecycle.audit import AuditLog
+    from console.lifecycle.cli_support import confirm, load
+    from console.lifecycle.manager import LifecycleManager
+
+    cfg, inst = load(args)
+    assert inst is not None
+    if inst.config.managed != "docker":
+        raise UserError(f"adopt {inst.name}: only Docker engines can be adopted (this one is {inst.config.managed})")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UserError(f"adopt {inst.name}: not on a terminal; add --yes to confirm")
+        target = args.container or "the container found for it"
+        if not confirm(f"Take control of {target} as {inst.name}? enginedeck may then stop and restart it."):
+            raise UserError("not confirmed; nothing was done")
+    manager = LifecycleManager(cfg, audit=AuditLog())
+    try:
+        manager.refresh(inst.name).result()  # find the running container for NAME's image and port
+        st = manager.adopt(inst.name, args.container).result()
+    finally:
+        manager.close()
+    print(f"{inst.name}: adopted ({st.one_line()})")
+    return 0
