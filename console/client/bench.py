@@ -68,6 +68,9 @@ class BenchConfig:
     keep_events: bool = True
     request_timeout: float = 600.0
     flush_cache: bool = False  # flush the engine's prefix cache before every level (where it can)
+    # Single-GPU A/B: before each run stop the other engines and start this one (console/client/swap.py).
+    swap: bool = False
+    config_path: str | None = None
 
 
 # Prefix-cache flush endpoints (benchmarking.md 6.5 item 1). vLLM's needs VLLM_SERVER_DEV_MODE=1.
@@ -129,13 +132,65 @@ def _install_fast_loop() -> None:
 async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressFn | None = None) -> dict[str, Any]:
     """Run every (engine, repeat) in ABBA order; returns the result document (JSON-ready)."""
     started = _dt.datetime.now(_dt.UTC)
-    runs: list[dict[str, Any]] = []
     raw_by_key: dict[tuple[int, int, int], LevelRaw] = {}
     collect = default_collect() if cfg.gpu == "nvml" else None
     order = run_order(len(cfg.engines), cfg.repeats)
+    swaps: list[dict[str, Any]] = []
+    swapper = None
+    if cfg.swap:
+        from console.client.swap import Swapper
+
+        swapper = await asyncio.to_thread(Swapper, cfg.config_path, [e.name for e in cfg.engines])
+    try:
+        runs = await _run_all(cfg, models, order, raw_by_key, collect, swapper, swaps, progress)
+    finally:
+        if swapper is not None:
+            swapper.close()
+    labels = short_labels(cfg.engines)
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "created": started.isoformat(),
+        "finished": _dt.datetime.now(_dt.UTC).isoformat(),
+        "enginedeck_version": _version(),
+        "host": {"hostname": platform.node(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
+        "config": _config_dict(cfg),
+        "engines": [
+            {
+                "name": e.name, "label": labels[i], "profile": e.profile.name, "url": e.url, "model": models[i],
+                "api_key_env": e.api_key_env, "length_mode": length_mode(e.profile.api, cfg.params.fixed_length),
+                "continuous_usage_requested": e.profile.api.supports_continuous_usage,
+            }
+            for i, e in enumerate(cfg.engines)
+        ],
+        "order": [{"engine": cfg.engines[ei].name, "repeat": rep} for ei, rep in order],
+        "runs": runs,
+    }
+    if cfg.swap:
+        doc["swaps"] = swaps
+    doc["prompt_token_check"] = prompt_token_check(cfg, raw_by_key)
+    doc["summary"] = combine(doc)
+    return doc
+
+
+async def _run_all(
+    cfg: BenchConfig,
+    models: Sequence[str],
+    order: list[tuple[int, int]],
+    raw_by_key: dict[tuple[int, int, int], LevelRaw],
+    collect: Any,
+    swapper: Any,
+    swaps: list[dict[str, Any]],
+    progress: ProgressFn | None,
+) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
     for pos, (ei, rep) in enumerate(order):
         e = cfg.engines[ei]
         target = Target(e.name, e.profile, e.url, models[ei], e.api_key, cfg.endpoint)
+        if swapper is not None:
+            if progress:
+                progress({"type": "swap", "engine": e.name})
+            swaps.append(await asyncio.to_thread(swapper.activate, e.name))
         if progress:
             progress({"type": "run_start", "engine": e.name, "repeat": rep, "position": pos, "of": len(order)})
         levels_out = []
@@ -168,29 +223,7 @@ async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressF
                     "output_tput": summary["throughput"].get("output_tput"),
                 })  # fmt: skip
         runs.append({"engine": e.name, "repeat": rep, "position": pos, "levels": levels_out})
-    labels = short_labels(cfg.engines)
-    doc: dict[str, Any] = {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "created": started.isoformat(),
-        "finished": _dt.datetime.now(_dt.UTC).isoformat(),
-        "enginedeck_version": _version(),
-        "host": {"hostname": platform.node(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
-        "config": _config_dict(cfg),
-        "engines": [
-            {
-                "name": e.name, "label": labels[i], "profile": e.profile.name, "url": e.url, "model": models[i],
-                "api_key_env": e.api_key_env, "length_mode": length_mode(e.profile.api, cfg.params.fixed_length),
-                "continuous_usage_requested": e.profile.api.supports_continuous_usage,
-            }
-            for i, e in enumerate(cfg.engines)
-        ],
-        "order": [{"engine": cfg.engines[ei].name, "repeat": rep} for ei, rep in order],
-        "runs": runs,
-    }
-    doc["prompt_token_check"] = prompt_token_check(cfg, raw_by_key)
-    doc["summary"] = combine(doc)
-    return doc
+    return runs
 
 
 def short_labels(engines: Sequence[EngineTarget]) -> list[str]:

@@ -44,6 +44,9 @@ def register(sub: Any) -> None:
     p.add_argument("--flush-cache", action="store_true",
                    help="flush the prefix cache before every level (SGLang /flush_cache; vLLM /reset_prefix_cache, "
                    "dev mode only); the result records whether it worked")
+    p.add_argument("--swap", action="store_true",
+                   help="single-GPU A/B: before each run stop the other engines (waiting until their GPU memory "
+                        "is freed) and start this one; engines must be configured managed instances")
     p.add_argument("--no-engine-metrics", action="store_true", help="do not scrape the engines' /metrics")
     p.add_argument("--no-gpu", action="store_true", help="do not sample GPU utilisation/power")
     p.add_argument("--gpus", choices=["nvml", "simulated", "none"], default=None,
@@ -117,8 +120,24 @@ def build_config(args: argparse.Namespace) -> Any:
         engines=engines, levels=tuple(levels), workload=workload, params=params, repeats=args.repeats,
         seed=args.seed, slo=slo, endpoint=args.endpoint, scrape_metrics=not args.no_engine_metrics,
         flush_cache=args.flush_cache, gpu="none" if args.no_gpu else (args.gpus or cfg.console.gpu_source),
-        keep_events=not args.no_events,
+        keep_events=not args.no_events, swap=args.swap, config_path=args.config,
     )  # fmt: skip
+
+
+def swap_models(args: argparse.Namespace) -> list[str]:
+    from console.config import load_config
+    from console.errors import UserError
+
+    cfg = load_config(args.config)
+    models = []
+    for ref in args.engine:
+        if "@" in ref:
+            raise UserError(f"--swap: {ref} must be a configured managed engine name, not PROFILE@URL")
+        inst = cfg.instance(ref)
+        if not inst.managed:
+            raise UserError(f"--swap: {ref} is monitor-only; swapping needs engines enginedeck starts and stops")
+        models.append(args.model or inst.config.served_name or inst.config.model or "")
+    return models
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,10 +149,15 @@ def run(args: argparse.Namespace) -> int:
     from console.errors import UserError
 
     cfg = build_config(args)
-    try:
-        models = asyncio.run(check_ready(cfg.engines))
-    except HTTPError as exc:
-        raise UserError(str(exc), exit_code=EXIT_UNREACHABLE) from None
+    if args.swap:
+        # The engines take turns on the GPU, so they are not all up now: the served model comes
+        # from the configuration and readiness is checked by each swap.
+        models = swap_models(args)
+    else:
+        try:
+            models = asyncio.run(check_ready(cfg.engines))
+        except HTTPError as exc:
+            raise UserError(str(exc), exit_code=EXIT_UNREACHABLE) from None
     last = [0.0]
 
     def progress(ev: dict[str, Any]) -> None:
@@ -141,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
             return
         kind = ev.get("type")
         now = time.monotonic()
-        if kind == "run_start":
+        if kind == "swap":
+            print(f"swap: stopping the others, starting {ev['engine']} and waiting until ready", file=sys.stderr)
+        elif kind == "run_start":
             print(f"[{ev['position'] + 1}/{ev['of']}] {ev['engine']} (repeat {ev['repeat'] + 1})", file=sys.stderr)
         elif kind == "level_done":
             ttft = ev.get("ttft_p50_ms")
