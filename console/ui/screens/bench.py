@@ -102,8 +102,18 @@ class BenchScreen(DeckScreen):
         return BenchConfig(
             engines=tuple(known[x] for x in names),
             levels=tuple(LevelSpec("closed", c, num_prompts=n) for c in conc),
-            workload=workload, params=GenParams(max_tokens=ol, fixed_length=True), gpu="none",
+            workload=workload, params=GenParams(max_tokens=ol, fixed_length=True),
+            # The same GPU source the console watches: simulated in the demo, NVML elsewhere.
+            gpu=self._gpu_source(),
         )  # fmt: skip
+
+    def _gpu_source(self) -> str:
+        fleet = getattr(self.app, "fleet", None)
+        gpus = getattr(fleet, "gpus", None)
+        source = getattr(gpus, "source", "none")
+        if source == "simulated":
+            return "simulated"
+        return "nvml" if source == "nvml" and not getattr(gpus, "unavailable_reason", "") else "none"
 
     def start(self) -> None:
         if self._bench_running:
