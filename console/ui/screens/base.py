@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.screen import Screen
@@ -89,3 +89,20 @@ class DeckScreen(Screen[None]):
         if self.deck.fleet is not None:
             self.show_fleet(self.deck.fleet)
         self.refresh_top()
+
+
+def console_engines(app: Any) -> list[tuple[str, Any, str, str | None, tuple[int, ...]]]:
+    """(name, profile, url, api_key_env, gpus) of the engines this console knows: its configured
+    instances, else the engines the fleet snapshot shows (with their profiles)."""
+    out: list[tuple[str, Any, str, str | None, tuple[int, ...]]] = []
+    for name, inst in (getattr(app, "instances", {}) or {}).items():
+        out.append((name, inst.profile, inst.url, inst.config.api_key_env, inst.gpus))
+    if out:
+        return out
+    fleet = getattr(app, "fleet", None)
+    profiles = getattr(app, "profiles", {}) or {}
+    if fleet is not None:
+        for e in fleet.engines:
+            if e.profile in profiles:
+                out.append((e.name, profiles[e.profile], e.url, None, ()))
+    return out

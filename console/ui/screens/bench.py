@@ -18,24 +18,14 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
-from console.ui.screens.base import DeckScreen, TopBar
+from console.ui.screens.base import DeckScreen, TopBar, console_engines
 
 
 def bench_engines(app: Any) -> list[Any]:
     from console.client.bench import EngineTarget
 
-    out = []
-    for name, inst in (getattr(app, "instances", {}) or {}).items():
-        out.append(EngineTarget(name, inst.profile, inst.url, inst.config.api_key_env, None, inst.gpus))
-    if out:
-        return out
-    fleet = getattr(app, "fleet", None)
-    profiles = getattr(app, "profiles", {}) or {}
-    if fleet is not None:
-        for e in fleet.engines:
-            if e.profile in profiles:
-                out.append(EngineTarget(e.name, profiles[e.profile], e.url))
-    return out
+    return [EngineTarget(name, prof, url, key_env, None, gpus)
+            for name, prof, url, key_env, gpus in console_engines(app)]
 
 
 class BenchScreen(DeckScreen):

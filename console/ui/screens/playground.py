@@ -40,7 +40,7 @@ from console.client.timing import RequestRecord
 from console.model import FleetSnapshot
 from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
-from console.ui.screens.base import DeckScreen, TopBar
+from console.ui.screens.base import DeckScreen, TopBar, console_engines
 from console.ui.widgets.chart import spark
 
 REFRESH_S = 0.1  # reply/markdown redraw at most 10 times a second
@@ -48,19 +48,7 @@ REFRESH_S = 0.1  # reply/markdown redraw at most 10 times a second
 
 def playground_engines(app: Any) -> list[PlaygroundEngine]:
     """Configured instances, else the engines the fleet shows (with their profiles)."""
-    out: list[PlaygroundEngine] = []
-    instances = getattr(app, "instances", {}) or {}
-    for name, inst in instances.items():
-        out.append(PlaygroundEngine(name, inst.profile, inst.url, inst.config.api_key_env))
-    if out:
-        return out
-    fleet = getattr(app, "fleet", None)
-    profiles = getattr(app, "profiles", {}) or {}
-    if fleet is not None:
-        for e in fleet.engines:
-            if e.profile in profiles:
-                out.append(PlaygroundEngine(e.name, profiles[e.profile], e.url))
-    return out
+    return [PlaygroundEngine(name, prof, url, key_env) for name, prof, url, key_env, _ in console_engines(app)]
 
 
 class _Pane(Vertical):
