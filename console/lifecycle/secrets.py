@@ -6,9 +6,11 @@ import re
 from collections.abc import Iterable, Sequence
 
 MASK = "****"
-# Flags whose next argument is a secret, and NAME=value forms of secret-looking names.
-_SECRET_FLAGS = frozenset({"--api-key", "--api_key", "--hf-token", "--token", "--password", "--admin-api-key"})
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY)", re.IGNORECASE)
+# Secret-looking names: environment variables (HF_TOKEN, VLLM_API_KEY) and flags (--api-key,
+# --hf-token, --password). Anchored at the end so --max-num-batched-tokens is not a secret.
+_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY)", re.IGNORECASE)
+_SECRET_FLAG = re.compile(r"^--?(?:[a-z0-9]+[-_])*(?:token|secret|password|passwd|api[-_]?key)$", re.IGNORECASE)
+_SECRET_ASSIGN = re.compile(r"^[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY)$", re.IGNORECASE)
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
@@ -19,7 +21,9 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
 
 
 def mask_args(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
-    """Launch arguments for display: values of ``--api-key``-like flags and known secrets masked."""
+    """Launch arguments for display: the values of ``--api-key``-like flags (``--api-key X``,
+    ``--hf-token=X``), of ``NAME=value`` forms with a secret-looking name (``HF_TOKEN=X``), and of
+    known secrets anywhere, masked."""
     hide = tuple(secrets)
     out: list[str] = []
     mask_next = False
@@ -28,12 +32,12 @@ def mask_args(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
             out.append(MASK)
             mask_next = False
             continue
-        flag, eq, _value = arg.partition("=")
-        if arg in _SECRET_FLAGS:
+        name, eq, _value = arg.partition("=")
+        if _SECRET_FLAG.match(arg):
             out.append(arg)
             mask_next = True
-        elif eq and flag in _SECRET_FLAGS:
-            out.append(f"{flag}={MASK}")
+        elif eq and (_SECRET_FLAG.match(name) or _SECRET_ASSIGN.match(name)):
+            out.append(f"{name}={MASK}")
         else:
             out.append(scrub(arg, hide))
     return out

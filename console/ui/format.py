@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Sequence
 
 from rich.text import Text
 
+from console.lifecycle import secrets
 from console.model import EngineSnapshot, Freshness, Phase, Quantiles, SourceState
 
 GIB = 1024**3
@@ -24,7 +24,6 @@ CRIT = "bold reverse" if MONO else "bold red"
 WARN = "bold" if MONO else "yellow"
 SIM = "bold reverse" if MONO else "bold magenta"
 
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API[_-]?KEY|AUTH)", re.IGNORECASE)
 
 
 def na() -> Text:
@@ -206,23 +205,5 @@ def problem(e: EngineSnapshot, now: float) -> str:
 
 
 def mask_args(args: Sequence[str]) -> list[str]:
-    """Launch arguments with secret values replaced by '****' (``--api-key X``, ``--token=X``)."""
-    out: list[str] = []
-    hide_next = False
-    for a in args:
-        if hide_next:
-            out.append("****")
-            hide_next = False
-            continue
-        if a.startswith("-") and _SECRET.search(a):
-            if "=" in a:
-                out.append(a.split("=", 1)[0] + "=****")
-            else:
-                out.append(a)
-                hide_next = True
-            continue
-        if "=" in a and _SECRET.search(a.split("=", 1)[0]):
-            out.append(a.split("=", 1)[0] + "=****")
-            continue
-        out.append(a)
-    return out
+    """Launch arguments with secret values replaced by '****' (the lifecycle layer's rules)."""
+    return secrets.mask_args(args)
