@@ -475,7 +475,7 @@ class Hub:
             gpus = self._simulated_gpus(engines)
             with self._lock:
                 self._gpus = gpus
-        engines = self._with_gpu_owners(engines)
+        engines = self._with_gpus_and_process_stats(engines)
         with self._lock:
             snap = FleetSnapshot(taken_at=now, engines=engines, gpus=self._gpus, host=self._host)
             self._latest = snap
@@ -485,9 +485,9 @@ class Hub:
         for fn in listeners:
             fn(snap)
 
-    def _with_gpu_owners(self, engines: tuple[EngineSnapshot, ...]) -> tuple[EngineSnapshot, ...]:
+    def _with_gpus_and_process_stats(self, engines: tuple[EngineSnapshot, ...]) -> tuple[EngineSnapshot, ...]:
         """Engines learn which GPUs they hold from the GPU side (attributed processes, or the
-        simulated placement) unless the configuration pinned them."""
+        simulated placement) unless the configuration pinned them, and their processes' CPU/RSS."""
         from console.telemetry.attribution import engine_gpus
 
         held = engine_gpus(self._gpus)
