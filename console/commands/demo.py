@@ -178,8 +178,7 @@ def run_demo(args: argparse.Namespace) -> int:
             gpu_assignment={i.name: i.gpus for i in instances},
             title="demo",
             check_backing=fleet.gone,
-            lifecycle=ManagerControl(fleet.manager, fleet.config),
-            pids_of=fleet.pids_of,
+            lifecycle=ManagerControl(fleet.manager, fleet.config),  # also gives the hub current pids
         )
     finally:
         fleet.stop()
