@@ -131,12 +131,14 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
     import httpx
 
     from console.errors import UserError
+    from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody
 
     parts = urlsplit(url)
     if parts.path in ("", "/"):
         url = url.rstrip("/") + profile.metrics.path
     key = _api_key(profile, api_key_env)
-    headers = {"Accept": "text/plain;version=0.0.4, application/json;q=0.5, */*;q=0.1"}
+    headers = {"Accept": "text/plain;version=0.0.4, application/json;q=0.5, */*;q=0.1",
+               "Accept-Encoding": ACCEPT_ENCODING}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     try:
@@ -146,13 +148,13 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
         ):
             if resp.status_code != 200:
                 raise UserError(_http_error(profile, url, resp.status_code, key is not None))
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in resp.iter_bytes():
-                size += len(chunk)
-                if size > MAX_BYTES:
-                    raise UserError(f"{url}: payload larger than {MAX_BYTES // (1024 * 1024)} MiB")
-                chunks.append(chunk)
+            try:
+                body = BoundedBody(resp.headers.get("content-encoding", ""), MAX_BYTES)
+                for chunk in resp.iter_raw():
+                    body.feed(chunk)
+                data = body.result()
+            except BodyError as exc:
+                raise UserError(f"{url}: {exc}") from None
     except httpx.ConnectError as exc:
         reason = "connection refused" if "refused" in str(exc).lower() else f"cannot connect ({exc})"
         raise UserError(f"{url}: {reason}") from None
@@ -160,7 +162,7 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
         raise UserError(f"{url}: no answer within {TIMEOUT_S:g} s") from None
     except httpx.HTTPError as exc:
         raise UserError(f"{url}: {type(exc).__name__}: {exc}") from None
-    return b"".join(chunks), url
+    return data, url
 
 
 def _http_error(profile: Any, url: str, status: int, sent_key: bool) -> str:

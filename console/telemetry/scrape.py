@@ -16,6 +16,7 @@ import httpx
 
 from console.config import EngineInstance
 from console.model import EngineIdentity, Phase
+from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody
 
 MAX_METRICS_BYTES = 16 * 1024 * 1024
 MAX_JSON_BYTES = 1024 * 1024
@@ -23,7 +24,8 @@ MAX_JSON_BYTES = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Fetched:
-    """One HTTP exchange. ``status`` is None when no HTTP response arrived (``error`` says why)."""
+    """One HTTP exchange. ``status`` is None when no HTTP response arrived; ``error`` says why no usable
+    body came (no response, or a body refused: over the size cap, undecodable)."""
 
     status: int | None
     body: bytes = b""
@@ -33,10 +35,10 @@ class Fetched:
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
+        return self.status is not None and 200 <= self.status < 300 and not self.error
 
     def reason(self) -> str:
-        if self.status is None:
+        if self.error:
             return self.error
         detail = _error_message(self.body)
         return f"HTTP {self.status}" + (f" {detail}" if detail else "")
@@ -114,24 +116,23 @@ class EngineProbe:
         return {}
 
     async def fetch(self, path: str, *, max_bytes: int = MAX_JSON_BYTES, timeout: float | None = None) -> Fetched:
+        """GET one path: the body decoded from any Content-Encoding, capped before and after decoding."""
         t = self.timeout if timeout is None else timeout
         url = self.instance.url + path
+        headers = {"Accept-Encoding": ACCEPT_ENCODING, **self._headers(path)}
         start = time.perf_counter()
         try:
-            async with self.client.stream("GET", url, headers=self._headers(path), timeout=t) as resp:
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in resp.aiter_raw():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        return Fetched(
-                            resp.status_code, error=f"response larger than {max_bytes // 1024} KiB",
-                            elapsed=time.perf_counter() - start,
-                        )
-                    chunks.append(chunk)
+            async with self.client.stream("GET", url, headers=headers, timeout=t) as resp:
+                try:
+                    body = BoundedBody(resp.headers.get("content-encoding", ""), max_bytes)
+                    async for chunk in resp.aiter_raw():
+                        body.feed(chunk)
+                    data = body.result()
+                except BodyError as exc:
+                    return Fetched(resp.status_code, error=str(exc), elapsed=time.perf_counter() - start)
                 return Fetched(
                     resp.status_code,
-                    b"".join(chunks),
+                    data,
                     content_type=resp.headers.get("content-type", ""),
                     elapsed=time.perf_counter() - start,
                 )
