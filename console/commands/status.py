@@ -1,6 +1,7 @@
 """`enginedeck status`: every engine, GPU and the host, normalised, headless.
 
-Exit codes: 0 every engine reachable, 2 any engine unreachable, 1 configuration error.
+Exit codes: 0 every engine reachable, 2 any engine unreachable, 1 configuration error (including
+no engine at all: a cron check pointed at the wrong configuration must not pass).
 Rates and windowed quantiles need two scrapes or more, so one-shot status samples for
 ``--sample`` seconds (default 5) before it reports; ``--sample 0`` reports health and gauges only.
 """
@@ -48,6 +49,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"enginedeck: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
     instances = named + extra if args.engine else list(cfg.instances)
+    if not instances:
+        print(f"enginedeck: {_no_engines_reason(cfg)}", file=sys.stderr)
+        return EXIT_CONFIG
     gpu_source = args.gpus or cfg.console.gpu_source
     hub = Hub(instances, refresh=args.refresh, gpu_source=gpu_source)
     hub.start()
@@ -65,6 +69,13 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         hub.stop()
+
+
+def _no_engines_reason(cfg: Any) -> str:
+    from console.paths import config_file
+
+    where = f"in {cfg.path}" if cfg.path is not None else f"(no configuration file at {config_file()})"
+    return f"no engine configured {where}; add one under [engines] or pass --engine PROFILE@URL"
 
 
 def _wait_until_collected(hub: Any, deadline: float) -> None:
