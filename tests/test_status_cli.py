@@ -17,7 +17,7 @@ def test_status_with_no_engine_configured_exits_1_with_one_line(
     for json_flag in ([], ["--json"]):
         code = main(["status", "--sample", "0", "--gpus", "none", *json_flag])
         out, err = capsys.readouterr()
-        assert code == 1
+        assert code == 1 and out == ""
         assert err.count("\n") == 1 and "no engine" in err and "Traceback" not in err
         assert str(tmp_path / "nowhere") in err  # says where it looked
     # An explicit config file with no [engines] section is the same failure.
