@@ -35,6 +35,8 @@ def quantiles_doc(q: Quantiles) -> dict[str, Any]:
         "mean": _round(q.mean),
         "count": _round(q.count, 3),
         "low_sample": q.low_sample,
+        # Quantiles that fell in the +Inf bucket: the value is the top finite bound, the truth is above.
+        "capped": list(q.capped),
     }
 
 

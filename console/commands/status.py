@@ -110,6 +110,12 @@ def _ms(v: float | None) -> str:
     return "n/a" if v is None else f"{1000 * v:.0f}ms"
 
 
+def _q_ms(q: Any, which: str) -> str:
+    """A quantile in ms; ">" when it fell in the +Inf bucket (the value is then a lower bound)."""
+    v = getattr(q, which)
+    return "n/a" if v is None else (">" if which in q.capped else "") + _ms(v)
+
+
 def render_text(snap: Any) -> str:
     from console.model import FleetSnapshot
     from console.status_doc import gpu_owners
@@ -131,8 +137,8 @@ def render_text(snap: Any) -> str:
         lines.append(
             f"{name:<34} {e.phase.value:<11} {_num(m.running):>4} {_num(m.waiting):>4} {_pct(m.kv_usage):>6} "
             f"{_pct(m.prefix_hit_rate):>6} {_num(m.generation_tps.r5s, '{:.1f}'):>7} "
-            f"{_num(m.prompt_tps.r5s, '{:.1f}'):>7} {_ms(m.ttft.p50):>7} {_ms(m.ttft.p99):>7} "
-            f"{_ms(m.itl.p50):>6}{stale}"
+            f"{_num(m.prompt_tps.r5s, '{:.1f}'):>7} {_q_ms(m.ttft, 'p50'):>7} {_q_ms(m.ttft, 'p99'):>7} "
+            f"{_q_ms(m.itl, 'p50'):>6}{stale}"
         )
     g = snap.gpus
     if g.unavailable_reason:
