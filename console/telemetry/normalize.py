@@ -46,6 +46,7 @@ __all__ = [
     "Reading",
     "Resolution",
     "SeriesKey",
+    "finite_sum",
     "normalize",
     "parse_payload",
     "sniff_format",
@@ -91,9 +92,10 @@ class ModelReading:
     histograms: dict[str, dict[SeriesKey, HistogramSeries]] = field(default_factory=dict)
 
     def counter_total(self, canonical: str) -> float | None:
-        """Sum over series of a counter; None when the payload lacked it for this model."""
+        """Sum over series of a counter; None when the payload lacked it for this model (or the
+        sum is not a finite number)."""
         series = self.counters.get(canonical)
-        return None if series is None else math.fsum(series.values())
+        return None if series is None else finite_sum(series.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,17 @@ class Reading:
 
     def raw_series(self) -> tuple[RawSeries, ...]:
         return self.raw
+
+
+def finite_sum(values: Iterable[float]) -> float | None:
+    """The exact sum, or None when it is not a finite number (an infinity in the input, or two
+    values near the float maximum): ``math.fsum`` raises on both, and one bad payload must never
+    stop an engine's collection."""
+    try:
+        total = math.fsum(values)
+    except (OverflowError, ValueError):
+        return None
+    return total if math.isfinite(total) else None
 
 
 def wanted_names(profile: EngineProfile) -> frozenset[str]:
@@ -269,6 +282,7 @@ def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
 
 
 _LE_CACHE: dict[str, float | None] = {}
+_INF = math.inf
 
 
 def _le_bound(labels: SeriesKey) -> float | None:
@@ -314,6 +328,8 @@ class _HistAcc:
             counts.append(running)
         scaled = tuple(b * scale for b in bounds) if scale != 1.0 else bounds
         s = None if self.sum is None else self.sum * scale
+        if s is not None and not math.isfinite(s):
+            s = None  # overflowed by the scale
         return HistogramSeries(scaled, tuple(counts), s, count)
 
 
@@ -395,10 +411,10 @@ class _Builder:
             series = per_model.setdefault(model, {})
             if not _match(s.labels, mapping.match):
                 continue  # the metric exists for this model; this series is filtered out
-            value = s.value
-            if math.isnan(value):
+            # +Inf/-Inf/NaN carry no usable number for a gauge or counter: the series is left out.
+            value = s.value * scale
+            if not math.isfinite(value):
                 continue
-            value *= scale
             prev = series.get(key)
             series[key] = value if prev is None else max(prev, value)
         for model, series in per_model.items():
@@ -407,14 +423,15 @@ class _Builder:
                 if not series:
                     continue
                 values = list(series.values())
-                if mapping.aggregate == "sum":
-                    acc.gauges[canonical] = math.fsum(values)
-                elif mapping.aggregate == "max":
-                    acc.gauges[canonical] = max(values)
-                else:
-                    acc.gauges[canonical] = math.fsum(values) / len(values)
-                if canonical == "kv_usage":
-                    acc.kv_mean = math.fsum(values) / len(values)
+                total = finite_sum(values)
+                # A sum that overflows is no number: the gauge is left out rather than shown as inf.
+                combined = max(values) if mapping.aggregate == "max" else total
+                if combined is not None and mapping.aggregate not in ("sum", "max"):
+                    combined /= len(values)
+                if combined is not None:
+                    acc.gauges[canonical] = combined
+                if canonical == "kv_usage" and total is not None:
+                    acc.kv_mean = total / len(values)
             else:
                 # Counters: an empty dict means "present, nothing matched yet" (sums to 0).
                 acc.counters[canonical] = series
@@ -439,12 +456,12 @@ class _Builder:
                 h = accs[ident] = _HistAcc()
                 self._model(model).replicas.add(replica)
                 seen.add(model)
-            if value != value:  # NaN
+            if not -_INF < value < _INF:  # NaN or an infinity: no usable count or sum
                 continue
             name = s.name
             if name[-7:] == "_bucket":
                 bound = _le_bound(labels)
-                if bound is not None:
+                if bound is not None and bound == bound and bound != -_INF:  # not NaN, not -Inf
                     h.buckets[bound] = value
             elif name[-4:] == "_sum":
                 h.sum = value

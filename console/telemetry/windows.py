@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from console.model import ModelMetrics, Quantiles, Rates
 from console.profiles import EngineProfile
-from console.telemetry.normalize import HistogramSeries, Reading, SeriesKey
+from console.telemetry.normalize import HistogramSeries, Reading, SeriesKey, finite_sum
 
 __all__ = [
     "LOW_SAMPLE",
@@ -66,6 +66,19 @@ TOTAL_MODEL = "*"  # ModelMetrics.model of the all-models total
 # model -> canonical -> series -> value
 _CounterTree = dict[str, dict[str, dict[SeriesKey, float]]]
 _HistTree = dict[str, dict[str, dict[SeriesKey, "_HVec"]]]
+
+
+def _fin(value: float | None) -> float | None:
+    """None for NaN and infinities: what a window cannot compute (values near the float maximum
+    overflow in differences and sums) is n/a, never ``inf`` on screen or in ``status --json``."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _fsum(values: Iterable[float]) -> float:
+    """``math.fsum`` that never raises (it does on inf + -inf and on overflow): NaN/inf instead,
+    which ``_fin`` turns into n/a at the output."""
+    total = finite_sum(values)
+    return math.nan if total is None else total
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +148,15 @@ def quantiles_from_buckets(
         values[label] = v
         if cap:
             capped.append(label)
+    if not math.isfinite(count):
+        return Quantiles(count=0.0, low_sample=True)
     mean = total_sum / count if total_sum is not None else None
     return Quantiles(
-        p50=values["p50"],
-        p90=values["p90"],
-        p99=values["p99"],
+        p50=_fin(values["p50"]),
+        p90=_fin(values["p90"]),
+        p99=_fin(values["p99"]),
         count=count,
-        mean=mean,
+        mean=_fin(mean),
         low_sample=count < LOW_SAMPLE,
         capped=tuple(capped),
     )
@@ -229,7 +244,12 @@ class EngineMetricsState:
             ]
         track.last_raw = raw
         track.last_t = t
-        return tuple(r + off for r, off in zip(raw, track.offset, strict=True))
+        corrected = tuple(r + off for r, off in zip(raw, track.offset, strict=True))
+        if not all(math.isfinite(c) or math.isnan(r) for c, r in zip(corrected, raw, strict=True)):
+            # Values near the float maximum overflowed the offset: start a new baseline.
+            self._tracks[key] = _Track(raw, [0.0] * len(raw), bounds, t)
+            return raw
+        return corrected
 
     def _trim(self, now: float) -> None:
         horizon = now - self.history_seconds
@@ -294,7 +314,7 @@ class EngineMetricsState:
                 continue
             inc = self._counter_increase(base, models, (canonical,))
             dt = self._frames[-1].t - self._frames[base].t
-            out.append(None if inc is None or dt <= 0 else inc / dt)
+            out.append(None if inc is None or dt <= 0 else _fin(inc / dt))
         return Rates(out[0], out[1], out[2])
 
     def _quantiles(self, models: list[str], canonical: str) -> Quantiles:
@@ -328,7 +348,9 @@ class EngineMetricsState:
         if not bounds:
             # Count-only histogram (an excerpt without buckets): count and mean, no quantiles.
             mean = dsum / dcount if dsum is not None and dcount > 0 else None
-            return Quantiles(count=dcount, mean=mean, low_sample=dcount < LOW_SAMPLE)
+            if not math.isfinite(dcount):
+                return Quantiles(count=0.0, low_sample=True)
+            return Quantiles(count=dcount, mean=_fin(mean), low_sample=dcount < LOW_SAMPLE)
         return quantiles_from_buckets(bounds, counts, dsum, dcount)
 
     def _hit_rate(self, models: list[str], latest_gauge: float | None) -> tuple[float | None, str]:
@@ -344,9 +366,10 @@ class EngineMetricsState:
                     return None, "60s"
                 num = self._counter_increase(base, models, spec.numerator)
                 den = self._counter_increase(base, models, spec.denominator)
-                if num is None or den is None or den <= 0:
+                ratio = _fin(num / den) if num is not None and den is not None and den > 0 else None
+                if ratio is None:
                     return None, "60s"
-                return min(1.0, max(0.0, num / den)), "60s"
+                return min(1.0, max(0.0, ratio)), "60s"
         if latest_gauge is not None:
             return latest_gauge, "gauge"
         return None, "60s"
@@ -363,18 +386,21 @@ class EngineMetricsState:
             vals = [r.gauges[canonical] for r in readings if canonical in r.gauges]
             if not vals:
                 return None
-            if combine == "sum":
-                return math.fsum(vals)
             if combine == "max":
-                return max(vals)
-            return math.fsum(vals) / len(vals)
+                return _fin(max(vals))
+            total = finite_sum(vals)
+            if total is None or combine == "sum":
+                return total
+            return total / len(vals)
 
         kv_means = [r.kv_usage_mean for r in readings if r.kv_usage_mean is not None]
         counters: dict[str, float] = {}
         if self._frames:
             cur = self._frames[-1].counters
             for canonical in {c for m in models for c in cur.get(m, {})}:
-                counters[canonical] = math.fsum(v for m in models for v in cur.get(m, {}).get(canonical, {}).values())
+                total = finite_sum(v for m in models for v in cur.get(m, {}).get(canonical, {}).values())
+                if total is not None:
+                    counters[canonical] = total
         hit, hit_window = self._hit_rate(models, gauge("prefix_hit_rate_gauge", "mean"))
 
         def rates(canonical: str) -> Rates:
@@ -388,7 +414,7 @@ class EngineMetricsState:
             running=gauge("running", "sum"),
             waiting=gauge("waiting", "sum"),
             kv_usage=gauge("kv_usage", "max"),
-            kv_usage_mean=(math.fsum(kv_means) / len(kv_means)) if kv_means else None,
+            kv_usage_mean=_fin(_fsum(kv_means) / len(kv_means)) if kv_means else None,
             replicas=max((r.replicas for r in readings), default=1),
             prefix_hit_rate=hit,
             prefix_hit_rate_window=hit_window,
@@ -431,7 +457,7 @@ def _merge(
     first_bounds = deltas[0][0]
     if all(b == first_bounds for b, _ in deltas):
         n = len(first_bounds)
-        counts = [math.fsum(v[i] for _, v in deltas) for i in range(n)]
+        counts = [_fsum(v[i] for _, v in deltas) for i in range(n)]
     else:
         # Different layouts (rare): evaluate every series' cumulative count at the union of bounds,
         # using its largest own bound not above each one (a lower estimate, still monotonic).
