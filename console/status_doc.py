@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from console import strictjson
 from console.model import (
     EngineSnapshot,
     FleetSnapshot,
@@ -173,3 +174,8 @@ def status_doc(snap: FleetSnapshot) -> dict[str, Any]:
         "gpus": gpus_doc(snap.gpus, snap.engines),
         "host": host_doc(snap.host),
     }
+
+
+def status_json(snap: FleetSnapshot, *, indent: int | None = None) -> str:
+    """The document as strict JSON: a non-finite number anywhere is null (n/a), never NaN/Infinity."""
+    return strictjson.dumps(status_doc(snap), indent=indent)

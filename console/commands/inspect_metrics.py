@@ -28,7 +28,6 @@ with no metric samples at all (the report is still printed then).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -78,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
     reading = normalize(profile, payload)
     report = _report(profile, reading, shown)
     if args.json:
-        print(json.dumps(report, indent=2, allow_nan=False))
+        from console import strictjson
+
+        print(strictjson.dumps(report, indent=2))
     else:
         _print_text(profile.display_name, report)
     if reading.empty:

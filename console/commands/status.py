@@ -9,7 +9,6 @@ Rates and windowed quantiles need two scrapes or more, so one-shot status sample
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
@@ -88,11 +87,11 @@ def _wait_until_collected(hub: Any, deadline: float) -> None:
 
 
 def _report(hub: Any, args: argparse.Namespace) -> int:
-    from console.status_doc import status_doc
+    from console.status_doc import status_json
 
     snap = hub.latest()
     if args.json:
-        print(json.dumps(status_doc(snap), indent=None if args.watch else 2), flush=True)
+        print(status_json(snap, indent=None if args.watch else 2), flush=True)
     else:
         print(render_text(snap), flush=True)
     return EXIT_OK if all(e.reachable for e in snap.engines) else EXIT_UNREACHABLE
