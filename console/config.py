@@ -88,9 +88,22 @@ class InstanceConfig(_Strict):
     def _url(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        parts = urlsplit(v)
+        example = "like http://127.0.0.1:8000"
+        try:
+            parts = urlsplit(v)
+        except ValueError:  # e.g. an unclosed IPv6 bracket
+            raise ValueError(f"{v!r} is not an http(s) URL {example}") from None
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"{v!r} is not an http(s) URL like http://127.0.0.1:8000")
+            raise ValueError(f"{v!r} is not an http(s) URL {example}")
+        if not parts.hostname:
+            raise ValueError(f"{v!r} has no host; give one {example}")
+        # Checked here, not on first use: an HTTP client rejects such a URL with an exception.
+        port_text = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+        if port_text:
+            if not port_text.isdigit():
+                raise ValueError(f"{v!r}: port {port_text!r} is not a number")
+            if not 1 <= int(port_text) <= 65535:
+                raise ValueError(f"{v!r}: port {int(port_text)} is out of range (1-65535)")
         return v.rstrip("/")
 
     @model_validator(mode="after")
