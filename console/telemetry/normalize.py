@@ -159,9 +159,17 @@ def finite_sum(values: Iterable[float]) -> float | None:
     return total if math.isfinite(total) else None
 
 
+def escaped_name(name: str) -> str:
+    """A metric name as prometheus_client (0.22+) writes it in OpenMetrics and text 1.0.0 samples under
+    the default ``escaping=underscores``: ``vllm:num_requests_running`` -> ``vllm_num_requests_running``
+    (the HELP/TYPE lines keep the colon). A Prometheus server stores the escaped form too."""
+    return name.replace(":", "_")
+
+
 def wanted_names(profile: EngineProfile) -> frozenset[str]:
-    """Raw names the profile maps (for ``promtext.parse(wanted=...)``)."""
-    return frozenset(n for m in profile.metrics.map.values() for n in m.names)
+    """Raw names the profile maps, also in their escaped form (for ``promtext.parse(wanted=...)``)."""
+    names = [n for m in profile.metrics.map.values() for n in m.names]
+    return frozenset(names + [escaped_name(n) for n in names])
 
 
 def sniff_format(payload: bytes | str) -> PayloadFormat:
@@ -247,23 +255,30 @@ def _samples_named(parsed: ParseResult, name: str, fams: set[str]) -> list[Sampl
 
 
 def _resolve(parsed: ParseResult, mapping: MetricMapping) -> tuple[int, list[Sample], set[str]] | None:
-    for index, name in enumerate(mapping.names):
-        fams: set[str] = set()
-        if mapping.kind == "histogram":
-            samples = (
-                _samples_named(parsed, name + "_bucket", fams)
-                + _samples_named(parsed, name + "_sum", fams)
-                + _samples_named(parsed, name + "_count", fams)
-            )
-        elif mapping.kind == "histogram_sum":
-            samples = _samples_named(parsed, name + "_sum", fams)
-        elif mapping.kind == "histogram_count":
-            samples = _samples_named(parsed, name + "_count", fams)
-        else:
-            samples = _samples_named(parsed, name, fams)
-        if samples:
-            return index, samples, fams
+    for index, declared in enumerate(mapping.names):
+        found = _resolve_name(parsed, mapping, declared)
+        if found is None and ":" in declared:
+            found = _resolve_name(parsed, mapping, escaped_name(declared))
+        if found is not None:
+            return index, *found
     return None
+
+
+def _resolve_name(parsed: ParseResult, mapping: MetricMapping, name: str) -> tuple[list[Sample], set[str]] | None:
+    fams: set[str] = set()
+    if mapping.kind == "histogram":
+        samples = (
+            _samples_named(parsed, name + "_bucket", fams)
+            + _samples_named(parsed, name + "_sum", fams)
+            + _samples_named(parsed, name + "_count", fams)
+        )
+    elif mapping.kind == "histogram_sum":
+        samples = _samples_named(parsed, name + "_sum", fams)
+    elif mapping.kind == "histogram_count":
+        samples = _samples_named(parsed, name + "_count", fams)
+    else:
+        samples = _samples_named(parsed, name, fams)
+    return (samples, fams) if samples else None
 
 
 def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
