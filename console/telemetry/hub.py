@@ -47,6 +47,23 @@ def _stale(prev: Freshness, now: float, reason: str, state: SourceState = Source
     return Freshness(state, updated_at=prev.updated_at, stale_since=since, reason=reason)
 
 
+def late_after(period: float) -> float:
+    """How old an engine's last good sample may be before its numbers stop counting as fresh:
+    two of its own collection periods plus slack for a slow scrape (1 s -> 3.5 s, 30 s -> 61 s)."""
+    return max(2 * period + 1.0, period + 2.5)
+
+
+def mark_late(e: EngineSnapshot, now: float, period: float) -> EngineSnapshot:
+    """``e`` with its metrics marked stale when the last good sample is older than its period
+    allows: a collector that sleeps, hangs or died must never leave numbers looking fresh."""
+    f = e.metrics_freshness
+    if f.stale or f.updated_at is None or now - f.updated_at <= late_after(period):
+        return e
+    late = Freshness(SourceState.STALE, updated_at=f.updated_at, stale_since=f.updated_at,
+                     reason=f"no new sample (collected every {period:g} s)")
+    return replace(e, metrics_freshness=late)
+
+
 class EngineCollector:
     """Collects one engine: health every period, identity on (re)connect, metrics when answering."""
 
@@ -66,6 +83,7 @@ class EngineCollector:
         # Parse every raw family only while someone looks at them (the metrics browser): the
         # profile's own families are a fraction of a real payload.
         self.want_raw = False
+        self.wake: asyncio.Event | None = None  # set to cut its sleep short (refresh changed)
         self.snapshot = EngineSnapshot(
             name=instance.name,
             profile=instance.profile.name,
@@ -198,6 +216,7 @@ class Hub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._wake: asyncio.Event | None = None
+        self._wakes: list[asyncio.Event] = []  # every loop's sleep; a refresh change sets them all
         self._collectors: dict[str, EngineCollector] = {}
         now = time.time()
         self._engines: dict[str, EngineSnapshot] = {
@@ -295,10 +314,27 @@ class Hub:
     # -- the loop ----------------------------------------------------------------------------
 
     def _poke(self) -> None:
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None and not loop.is_closed():
+        """Wake every sleeping loop (publishing, each engine, host, GPUs) at once."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(wake.set)
+                loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        for event in self._wakes:
+            event.set()
+
+    def _new_wake(self) -> asyncio.Event:
+        event = asyncio.Event()
+        self._wakes.append(event)
+        return event
+
+    @staticmethod
+    async def _nap(event: asyncio.Event, seconds: float) -> None:
+        """Sleep ``seconds`` or until ``event`` is set."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout=seconds)
+        event.clear()
 
     def _run(self, ready: threading.Event) -> None:
         asyncio.run(self._main(ready))
@@ -306,7 +342,7 @@ class Hub:
     async def _main(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        self._wake = asyncio.Event()
+        self._wake = self._new_wake()
         ready.set()
         limits = httpx.Limits(max_connections=max(8, 4 * len(self._instances)), max_keepalive_connections=32)
         async with httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False) as client:
@@ -314,6 +350,7 @@ class Hub:
                 period = inst.config.scrape_period or self._refresh
                 c = EngineCollector(inst, client, period=period)
                 c.want_raw = inst.name == getattr(self, "_detail", None)
+                c.wake = self._new_wake()
                 self._collectors[inst.name] = c
             self._first_round = asyncio.Event()
             self._gpu_first = asyncio.Event()
@@ -333,9 +370,7 @@ class Hub:
 
     async def _sleep(self, seconds: float) -> None:
         assert self._wake is not None
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
-        self._wake.clear()
+        await self._nap(self._wake, seconds)
 
     async def _engine_loop(self, c: EngineCollector) -> None:
         while True:
@@ -360,12 +395,14 @@ class Hub:
                 if len(self._collected) == len(self._collectors):
                     self._first_round.set()
             elapsed = time.monotonic() - started
-            await asyncio.sleep(max(0.05, c.period - elapsed))
+            assert c.wake is not None
+            await self._nap(c.wake, max(0.05, c.period - elapsed))
 
     async def _host_loop(self) -> None:
         from console.telemetry.host import HostSource
 
         source = HostSource()
+        wake = self._new_wake()
         while True:
             try:
                 host = await asyncio.wait_for(asyncio.to_thread(self._collect_host, source), timeout=2.0)
@@ -375,11 +412,11 @@ class Hub:
                     now = time.time()
                     host = replace(prev, freshness=_stale(prev.freshness, now, "host stats timed out"))
                 else:
-                    await asyncio.sleep(self._refresh)
+                    await self._nap(wake, self._refresh)
                     continue
             with self._lock:
                 self._host = host
-            await asyncio.sleep(self._refresh)
+            await self._nap(wake, self._refresh)
 
     def _collect_host(self, source: Any) -> HostSnapshot:
         """Host stats, plus CPU and memory of every engine whose process ids are known."""
@@ -397,6 +434,7 @@ class Hub:
 
         poller = NvmlPoller()
         self._nvml_poller = poller
+        wake = self._new_wake()
         while True:
             # apoll() waits at most its own deadline; a hung NVML call leaves the last data stale.
             fleet = await poller.apoll()
@@ -407,7 +445,7 @@ class Hub:
             if fleet.unavailable_reason:
                 await asyncio.sleep(30)  # no driver: nothing will change soon
             else:
-                await asyncio.sleep(self._refresh)
+                await self._nap(wake, self._refresh)
 
     def _attribute(self, fleet: GpuFleet) -> GpuFleet:
         from console.telemetry.attribution import attribute_fleet
@@ -455,6 +493,10 @@ class Hub:
             return replace(e, phase=phase, health_detail=detail or e.health_detail)
         return e
 
+    def _period_of(self, name: str) -> float:
+        c = self._collectors.get(name)
+        return c.period if c is not None else self._refresh
+
     def _current_pids(self, e: EngineSnapshot) -> tuple[int, ...]:
         if self._pids_of is None:
             return e.pids
@@ -471,6 +513,7 @@ class Hub:
             engines = tuple(e if (p := self._current_pids(e)) == e.pids else replace(e, pids=p) for e in engines)
         if self._lifecycle_phase is not None:
             engines = tuple(self._with_lifecycle(e) for e in engines)
+        engines = tuple(mark_late(e, now, self._period_of(e.name)) for e in engines)
         if self._gpu_kind == "simulated":
             gpus = self._simulated_gpus(engines)
             with self._lock:
