@@ -27,6 +27,11 @@ class Phase(StrEnum):
     FAILED = "failed"
 
 
+# Phases in which an engine's last numbers are history, not its present.
+NOT_LIVE = frozenset({Phase.PULLING, Phase.CREATING, Phase.STARTING, Phase.LOADING, Phase.STOPPING,
+                      Phase.EXITED, Phase.FAILED, Phase.UNREACHABLE, Phase.UNHEALTHY})
+
+
 class SourceState(StrEnum):
     OK = "ok"
     STALE = "stale"  # last collection failed or timed out; last values kept
@@ -141,6 +146,12 @@ class EngineSnapshot:
     cpu_percent: float | None = None
     rss_bytes: int | None = None
     last_log_line: str = ""
+
+    @property
+    def live(self) -> bool:
+        """Whether its numbers are current: answering, metrics fresh, and not starting, loading,
+        stopping or ended. When not, screens show "--" and history records a gap."""
+        return self.reachable and not self.metrics_freshness.stale and self.phase not in NOT_LIVE
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from console.model import (
 )
 from console.telemetry.history import History
 from console.telemetry.scrape import EngineProbe, Health
-from console.telemetry.source import Listener
+from console.telemetry.source import ENGINE_SERIES, Listener
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
 
@@ -549,37 +549,43 @@ class Hub:
         return tuple(out)
 
     def _record(self, snap: FleetSnapshot) -> None:
-        h, t = self.history, snap.taken_at
-        for e in snap.engines:
-            m = e.total
-            if m is None or not e.reachable:
-                for key in ("running", "waiting", "kv_usage", "generation_tps", "prompt_tps"):
-                    h.append((e.name, key), t, None)
-                continue
-            h.append((e.name, "running"), t, m.running)
-            h.append((e.name, "waiting"), t, m.waiting)
-            h.append((e.name, "kv_usage"), t, m.kv_usage)
-            h.append((e.name, "prefix_hit_rate"), t, m.prefix_hit_rate)
-            h.append((e.name, "generation_tps"), t, m.generation_tps.r5s)
-            h.append((e.name, "prompt_tps"), t, m.prompt_tps.r5s)
-            h.append((e.name, "request_rate"), t, m.request_rate.r5s)
-            h.append((e.name, "error_rate"), t, m.error_rate.r5s)
-            for name, q in (("ttft", m.ttft), ("itl", m.itl), ("e2e", m.e2e)):
-                h.append((e.name, f"{name}_p50"), t, q.p50)
-                h.append((e.name, f"{name}_p99"), t, q.p99)
-        for g in snap.gpus.gpus:
-            key = f"gpu:{g.index}"
-            h.append((key, "util"), t, g.util_percent)
-            h.append((key, "mem_used"), t, None if g.mem_used_bytes is None else float(g.mem_used_bytes))
-            h.append((key, "power"), t, g.power_w)
-            h.append((key, "temperature"), t, g.temperature_c)
-        if snap.host is not None:
-            h.append(("host", "cpu"), t, snap.host.cpu_percent)
-            mem = snap.host.mem_used_bytes
-            h.append(("host", "mem_used"), t, None if mem is None else float(mem))
+        record(self.history, snap)
 
     def _close_sources(self) -> None:
         poller = getattr(self, "_nvml_poller", None)
         if poller is not None:
             with contextlib.suppress(Exception):
                 poller.close()
+
+
+def record(h: History, snap: FleetSnapshot) -> None:
+    """Append one snapshot to history. An engine whose numbers are not live (stale, starting,
+    loading, stopping, ended) gets a gap in every series, never its last values again."""
+    t = snap.taken_at
+    for e in snap.engines:
+        m = e.total
+        if m is None or not e.live:
+            for key in ENGINE_SERIES:
+                h.append((e.name, key), t, None)
+            continue
+        h.append((e.name, "running"), t, m.running)
+        h.append((e.name, "waiting"), t, m.waiting)
+        h.append((e.name, "kv_usage"), t, m.kv_usage)
+        h.append((e.name, "prefix_hit_rate"), t, m.prefix_hit_rate)
+        h.append((e.name, "generation_tps"), t, m.generation_tps.r5s)
+        h.append((e.name, "prompt_tps"), t, m.prompt_tps.r5s)
+        h.append((e.name, "request_rate"), t, m.request_rate.r5s)
+        h.append((e.name, "error_rate"), t, m.error_rate.r5s)
+        for name, q in (("ttft", m.ttft), ("itl", m.itl), ("e2e", m.e2e)):
+            h.append((e.name, f"{name}_p50"), t, q.p50)
+            h.append((e.name, f"{name}_p99"), t, q.p99)
+    for g in snap.gpus.gpus:
+        key = f"gpu:{g.index}"
+        h.append((key, "util"), t, g.util_percent)
+        h.append((key, "mem_used"), t, None if g.mem_used_bytes is None else float(g.mem_used_bytes))
+        h.append((key, "power"), t, g.power_w)
+        h.append((key, "temperature"), t, g.temperature_c)
+    if snap.host is not None:
+        h.append(("host", "cpu"), t, snap.host.cpu_percent)
+        mem = snap.host.mem_used_bytes
+        h.append(("host", "mem_used"), t, None if mem is None else float(mem))

@@ -256,11 +256,17 @@ class EngineScreen(DeckScreen):
             rows = [(k, r) for k, r in rows if needle in k.lower()]
         rows.sort(key=lambda kr: kr[0])
         order = [k for k, _ in rows]
+        now = self.deck.clock()
+        count = Text(f"{len(order)} of {len(e.raw)} raw series · {len(e.unmapped)} families not used by the profile",
+                     style="dim")
+        if e.raw and not e.live:
+            # The values below are the last scrape's, not the present: say how old they are.
+            seen = e.metrics_freshness.updated_at
+            count.append(f" · last seen {fmt.ago(now, seen) + ' ago' if seen is not None else 'never'}, not current",
+                         style=fmt.WARN)
         self.query_one("#raw-count", Static).update(
-            Text(f"{len(order)} of {len(e.raw)} raw series · {len(e.unmapped)} families not used by the profile",
-                 style="dim")
-            if e.raw else Text("no raw series: " + (fmt.staleness(e.metrics_freshness, self.deck.clock())
-                                                    or "the engine exported nothing yet"), style=fmt.WARN)
+            count if e.raw else Text("no raw series: " + (fmt.staleness(e.metrics_freshness, now)
+                                                          or "the engine exported nothing yet"), style=fmt.WARN)
         )
         vals = {k: _raw_value(r.value) for k, r in rows}
         if order != self._raw_order:

@@ -23,7 +23,6 @@ from console.model import (
     GpuSnapshot,
     HostSnapshot,
     ModelMetrics,
-    Phase,
     Rates,
 )
 from console.ui import format as fmt
@@ -113,7 +112,6 @@ COLUMNS: tuple[Column, ...] = (
 )
 SORTABLE = [c for c in COLUMNS if c.sort is not None]
 IDENTITY_COLS = frozenset({"name", "kind", "model", "phase", "gpus"})
-GONE = frozenset({Phase.UNREACHABLE, Phase.EXITED, Phase.FAILED, Phase.UNHEALTHY})
 
 GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
     ("gpu", "GPU", 12, "gpu_util"),
@@ -320,17 +318,13 @@ class OverviewScreen(DeckScreen):
         rows: dict[str, list[Text]] = {}
         for e in engines:
             cells = [c.render(e, ctx) for c in cols]
-            if not e.reachable and e.phase in GONE:
-                # Not answering: no live value to show (the attention line says why and since when).
+            if not e.live:
+                # Stale, starting, loading, stopping or ended: the last values are history, not the
+                # present, so none is shown (the health cell and the attention line say why).
                 cells = [
                     t if c.key in IDENTITY_COLS else Text("--", style="dim")
                     for c, t in zip(cols, cells, strict=True)
                 ]
-            elif e.metrics_freshness.stale:
-                # Last known values, not live ones: dim them (the health cell says "stale").
-                for c, t in zip(cols, cells, strict=True):
-                    if c.key not in IDENTITY_COLS:
-                        t.stylize("dim")
             rows[e.name] = cells
         order = [e.name for e in engines]
         if order != self._row_order and self._name_width() != self._shown_name_w:

@@ -99,7 +99,8 @@ class Chart(Widget):
         fin = _finite(vals)
         now = None if not vals or math.isnan(vals[-1]) else vals[-1]
         head = Text(self.title, style="bold")
-        head.append(f"  now {self.formatter(now)}")
+        # A gap after data means "no current value" (stale, stopped, loading), not "n/a".
+        head.append(f"  now {'--' if now is None and fin else self.formatter(now)}")
         if fin:
             head.append(f"  max {self.formatter(max(fin))}", style="dim")
         if not vals:
