@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from console.errors import ConfigError, UserError
 from console.paths import config_file
 from console.profiles import EngineProfile, get_profile, load_profiles
+from console.secrets import looks_secret, mask_config
 
-_SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY)", re.IGNORECASE)
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
@@ -69,7 +69,7 @@ class InstanceConfig(_Strict):
     @classmethod
     def _no_secret_literals(cls, v: dict[str, str]) -> dict[str, str]:
         for key in v:
-            if _SECRET_KEY.search(key):
+            if looks_secret(key):
                 raise ValueError(
                     f"{key} looks like a secret; list it in env_passthrough so its value is taken from "
                     "your environment instead of the file"
@@ -264,15 +264,5 @@ def resolve_engines(config: Config, refs: Sequence[str], *, api_key_env: str | N
 
 
 def mask_secrets(data: Any) -> Any:
-    """A copy of config data with anything secret-looking masked, for `config show` and logs."""
-    if isinstance(data, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in data.items():
-            if isinstance(v, str) and _SECRET_KEY.search(str(k)) and not str(k).endswith("_env"):
-                out[k] = "****"
-            else:
-                out[k] = mask_secrets(v)
-        return out
-    if isinstance(data, list):
-        return [mask_secrets(v) for v in data]
-    return data
+    """A copy of config data for display, masked by the one secret rule (console.secrets)."""
+    return mask_config(data)

@@ -29,3 +29,12 @@ def state_dir() -> Path:
 def cache_dir() -> Path:
     env = os.environ.get("ENGINEDECK_CACHE_DIR")
     return Path(env) if env else Path(platformdirs.user_cache_dir(_APP))
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` created if needed and made 0700: state (logs, records, audit) is its owner's only."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_mode & 0o077 and st.st_uid == os.getuid():
+        path.chmod(0o700)
+    return path

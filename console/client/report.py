@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,18 @@ def to_csv(doc: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+def scrubbed(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document as it may leave the process: the engines' API keys (and anything else the one
+    secret rule recognises, e.g. in an engine's error message) replaced by ``****``."""
+    from console.secrets import Scrubber
+
+    keys = [os.environ.get(e.get("api_key_env") or "", "") for e in doc.get("engines", [])]
+    out: dict[str, Any] = Scrubber(keys).data(doc)
+    return out
+
+
 def write_outputs(doc: dict[str, Any], *, json_path: str | None, csv_path: str | None, md_path: str | None) -> None:
+    doc = scrubbed(doc)
     if json_path:
         Path(json_path).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     if csv_path:

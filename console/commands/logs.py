@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from console.secrets import LineScrubber
 
 
 def register(sub: Any) -> None:
@@ -29,30 +32,26 @@ def run(args: argparse.Namespace) -> int:
         from console.errors import UserError
 
         raise UserError("--tail must be >= 0")
-    global _SECRETS
-    import contextlib
+    from console.secrets import LineScrubber, instance_scrubber
 
-    from console.errors import UserError as _UE
-    from console.lifecycle.launch import build_launch
-
-    with contextlib.suppress(_UE):  # an engine that logs its own arguments must not show its key here
-        _SECRETS = build_launch(inst).secrets
-    if inst.config.managed == "docker":
-        return _docker_logs(inst.name, args.tail, args.follow)
-    return _process_logs(inst.name, args.tail, args.follow)
-
-
-_SECRETS: tuple[str, ...] = ()
+    # An engine that logs its own arguments must not show its key here; lines are scrubbed whole,
+    # so a secret split across two reads is still caught.
+    out = LineScrubber(instance_scrubber(inst))
+    try:
+        if inst.config.managed == "docker":
+            return _docker_logs(inst.name, args.tail, args.follow, out)
+        return _process_logs(inst.name, args.tail, args.follow, out)
+    finally:
+        _write(out.flush())
 
 
 def _write(text: str) -> None:
-    from console.lifecycle.secrets import scrub
+    if text:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
-    sys.stdout.write(scrub(text, _SECRETS))
-    sys.stdout.flush()
 
-
-def _docker_logs(name: str, tail: int, follow: bool) -> int:
+def _docker_logs(name: str, tail: int, follow: bool, out: LineScrubber) -> int:
     import codecs
 
     from console.errors import UserError
@@ -66,11 +65,11 @@ def _docker_logs(name: str, tail: int, follow: bool) -> int:
     try:
         if not follow:
             data: bytes = handle.container.logs(tail=tail, stdout=True, stderr=True)
-            _write(data.decode("utf-8", "replace"))
+            _write(out.feed(data.decode("utf-8", "replace")))
             return 0
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         for chunk in handle.container.logs(stream=True, follow=True, tail=tail, stdout=True, stderr=True):
-            _write(decoder.decode(chunk))
+            _write(out.feed(decoder.decode(chunk)))
     except KeyboardInterrupt:
         return 0
     except Exception as exc:
@@ -83,7 +82,7 @@ def _docker_logs(name: str, tail: int, follow: bool) -> int:
     return 0
 
 
-def _process_logs(name: str, tail: int, follow: bool) -> int:
+def _process_logs(name: str, tail: int, follow: bool, out: LineScrubber) -> int:
     import threading
 
     from console.errors import UserError
@@ -93,7 +92,7 @@ def _process_logs(name: str, tail: int, follow: bool) -> int:
     if not path.exists():
         raise UserError(f"{name} has no log yet (it has not been started as a process here)")
     for line in process_backend.tail_file(path, tail):
-        _write(line + "\n")
+        _write(out.feed(line + "\n"))
     if not follow:
         return 0
     rec = process_backend.read_record(name)
@@ -102,7 +101,7 @@ def _process_logs(name: str, tail: int, follow: bool) -> int:
     stop = threading.Event()
     try:
         for chunk in process_backend.follow_file(path, stop, alive=rec.alive):
-            _write(chunk)
+            _write(out.feed(chunk))
     except KeyboardInterrupt:
         return 0
     return 0

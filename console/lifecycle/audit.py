@@ -8,6 +8,7 @@ that slipped into an error message is replaced by ``****`` before it reaches the
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import getpass
 import os
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import orjson
 
-from console.lifecycle.secrets import scrub
+from console.paths import private_dir
+from console.secrets import scrub
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +74,11 @@ class AuditLog:
         )
         self.last_error: str | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
+                with contextlib.suppress(OSError):  # also an audit log made before this rule
+                    os.fchmod(fd, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 os.write(fd, line + b"\n")
             finally:

@@ -13,6 +13,7 @@ from console.lifecycle.errors import LifecycleError
 from console.lifecycle.manager import LifecycleManager
 from console.lifecycle.state import InstanceState
 from console.model import Phase
+from console.secrets import scrub
 
 
 def add_common(p: argparse.ArgumentParser, *, name: bool = True) -> None:
@@ -44,6 +45,7 @@ class PhaseReporter:
         self._last: tuple[Phase, str] | None = None
         self._countdown: int | None = None
         self._lock = threading.Lock()
+        self._manager = manager
         self._unsub = manager.subscribe(self._on_state)
 
     def _on_state(self, st: InstanceState) -> None:
@@ -68,10 +70,14 @@ class PhaseReporter:
                     line += f" - {st.detail}"
                 if st.phase is Phase.LOADING and st.evidence:
                     line += f" | {st.evidence[:100]}"
-                self.out.write(line + "\n")
+                self.out.write(self._scrub(line) + "\n")
                 self.out.flush()
             if st.warning:
-                self.out.write(f"{self.name}: WARNING: {st.warning}\n")
+                self.out.write(self._scrub(f"{self.name}: WARNING: {st.warning}") + "\n")
+
+    def _scrub(self, text: str) -> str:
+        # Details and evidence quote engine output: the same rule as its log lines.
+        return self._manager.logs(self.name).scrubber(text)
 
     def close(self) -> None:
         self._unsub()
@@ -82,8 +88,8 @@ def fail_from_state(st: InstanceState, action: str = "start") -> LifecycleError:
     if st.last_log_lines:
         print(f"last log lines of {st.name}:", file=sys.stderr)
         for line in st.last_log_lines[-10:]:
-            print(f"  | {line}", file=sys.stderr)
-    return LifecycleError(f"{st.name}: {action} failed: {st.detail or st.phase.value}")
+            print(f"  | {scrub(line)}", file=sys.stderr)
+    return LifecycleError(scrub(f"{st.name}: {action} failed: {st.detail or st.phase.value}"))
 
 
 def confirm(prompt: str) -> bool:

@@ -22,7 +22,7 @@ from typing import Literal
 
 from console.config import EngineInstance
 from console.errors import UserError
-from console.lifecycle.secrets import MASK, mask_args, mask_env
+from console.secrets import MASK, instance_secrets, looks_secret, mask_args, mask_env
 
 LABEL_MANAGED = "enginedeck.managed"
 LABEL_INSTANCE = "enginedeck.instance"
@@ -31,7 +31,6 @@ LABEL_HASH = "enginedeck.config-hash"
 
 # "{name}" is a placeholder; "{{name}}" is the literal text "{name}". Other braces (JSON) stay as they are.
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}|\{([a-z_]+)\}")
-_SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|API_?KEY)", re.IGNORECASE)
 
 GpuSpec = Literal["all", "none"] | int | list[int]
 
@@ -171,7 +170,8 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
     if cfg.managed is None:
         raise UserError(f'{inst.name} is monitor-only (url = ...); set managed = "docker" or "process" to start it')
     key = _api_key(inst)
-    secrets: list[str] = [key] if key else []
+    # Everything the engine is given that the one secret rule calls secret (console.secrets).
+    secrets: list[str] = ([key] if key else []) + list(instance_secrets(inst, env_src))
     model = cfg.model or ""
     served = cfg.served_name or model or inst.name
 
@@ -203,7 +203,7 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
         for name in passthrough:
             if name in env_src:
                 env[name] = env_src[name]
-                if _SECRET_ENV.search(name):
+                if looks_secret(name):
                     secrets.append(env_src[name])
         volumes: dict[str, str] = {}
         if prof.container.model_cache:
@@ -219,7 +219,7 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
             entrypoint=entrypoint,
             image=image,
             env=env,
-            secrets=tuple(secrets),
+            secrets=tuple(dict.fromkeys(secrets)),
             bind=cfg.bind,
             host_port=hport,
             container_port=cport,
@@ -268,7 +268,7 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
             backend="process",
             argv=tuple(argv),
             env=env,
-            secrets=tuple(secrets),
+            secrets=tuple(dict.fromkeys(secrets)),
             bind=cfg.bind,
             host_port=port,
             container_port=port,

@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from console.secrets import Scrubber
+
 DEFAULT_CAPACITY = 10_000
 DEFAULT_MAX_LINE = 4096
 TRUNCATED_MARK = " …[truncated]"
@@ -74,12 +76,19 @@ class LogBuffer:
         self._timer: threading.Timer | None = None
         self.notifications = 0  # how many notices were sent (for the benchmark and tests)
         self._partial = ""  # an unterminated line from feed()
-        self._secrets: tuple[str, ...] = ()
+        # Every line goes through the one secret rule (console.secrets): recognised token shapes
+        # always, and the values set_secrets names.
+        self._scrub = Scrubber()
 
     def set_secrets(self, secrets: Iterable[str]) -> None:
         """Values replaced by ``****`` in every line appended from now on (an engine that logs its
         own arguments would otherwise show its API key)."""
-        self._secrets = tuple(sorted({s for s in secrets if s and len(s) >= 3}, key=len, reverse=True))
+        self._scrub = Scrubber(secrets)
+
+    @property
+    def scrubber(self) -> Scrubber:
+        """The rule lines pass through (for text about this engine that comes another way)."""
+        return self._scrub
 
     # ---------------------------------------------------------------- appending
     def append(self, text: str) -> None:
@@ -91,12 +100,9 @@ class LogBuffer:
         added = 0
         with self._lock:
             first = self._end
-            secrets = self._secrets
+            scrub = self._scrub
             for raw in texts:
-                text = raw.rstrip("\r\n")
-                for secret in secrets:
-                    if secret in text:
-                        text = text.replace(secret, "****")
+                text = scrub(raw.rstrip("\r\n"))
                 truncated = len(text) > self.max_line
                 if truncated:
                     text = text[: self.max_line] + TRUNCATED_MARK

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -47,6 +48,8 @@ from console.lifecycle.phases import PhaseMachine, Verdict
 from console.lifecycle.probe import probe_ready
 from console.lifecycle.state import RUNNING_PHASES, STARTING_PHASES, TERMINAL, Backend, InstanceState
 from console.model import Phase
+from console.paths import private_dir
+from console.secrets import Scrubber, instance_secrets
 
 T = TypeVar("T")
 StateListener = Callable[[InstanceState], None]
@@ -153,7 +156,9 @@ class LifecycleManager:
                 backend=_backend_of(inst),
                 clock=clock,
             )
-            self._slots[inst.name] = _Slot(inst, machine, LogBuffer(log_capacity))
+            logs = LogBuffer(log_capacity)
+            logs.set_secrets(instance_secrets(inst))
+            self._slots[inst.name] = _Slot(inst, machine, logs)
 
     # ================================================================= reading (non-blocking)
     @property
@@ -371,7 +376,7 @@ class LifecycleManager:
                 slot.machine.found_exited(
                     info.exit_code,
                     oom=info.oom_killed,
-                    last_lines=dh.tail(20),
+                    last_lines=tuple(map(slot.logs.scrubber, dh.tail(20))),
                     container_id=info.id,
                     address=", ".join(info.ports),
                 )
@@ -548,7 +553,7 @@ class LifecycleManager:
         lines = tuple(
             ln.text for ln in slot.logs.tail(40) if ln.text.strip() and not ln.text.startswith("[enginedeck]")
         )
-        return lines[-20:] if lines else handle.tail(20)
+        return lines[-20:] if lines else tuple(map(slot.logs.scrubber, handle.tail(20)))
 
     def _on_exit(self, slot: _Slot, handle: Handle, info: ExitInfo, gen: int) -> None:
         """The engine ended on its own (not through stop)."""
@@ -958,6 +963,9 @@ class LifecycleManager:
                     detail="monitor-only: not started by enginedeck",
                 )
             )
+        # Commands of processes found on the host may carry a configured engine's secret.
+        hide = Scrubber(s for slot in self._slots.values() for s in slot.logs.scrubber.known)
+        rows = [replace(r, image=hide(r.image), detail=hide(r.detail)) for r in rows]
         return PsReport(tuple(rows), docker_error)
 
     def _container_row(
@@ -1060,9 +1068,11 @@ def _save_adopted(name: str, container_id: str) -> None:
     data = _adopted()
     data[name] = container_id
     path = _adopted_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(data))
     tmp.replace(path)
 
 

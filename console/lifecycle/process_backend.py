@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, BinaryIO
 
 import psutil
 
@@ -35,6 +35,8 @@ from console.lifecycle.backend import ExitInfo
 from console.lifecycle.errors import LifecycleError
 from console.lifecycle.launch import LaunchSpec
 from console.lifecycle.logs import LogBuffer
+from console.paths import private_dir
+from console.secrets import LineScrubber, Scrubber
 
 CLEANUP_GRACE = 5.0
 LOG_FILE_MAX = 16 * 1024 * 1024  # the output copy on disk rotates to NAME.log.1 at this size
@@ -58,14 +60,14 @@ def log_path(name: str) -> Path:
 
 
 class _LogFile:
-    """An append-only copy of the output with one rotation (NAME.log -> NAME.log.1)."""
+    """An append-only copy of the output with one rotation (NAME.log -> NAME.log.1), readable by
+    its owner only (engines print tokens the scrubber may not recognise)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.f = None
+        self.f: BinaryIO | None = None
         with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.f = path.open("wb")
+            self.f = _open_private(path)
 
     def write(self, data: bytes) -> None:
         if self.f is None:
@@ -74,7 +76,7 @@ class _LogFile:
             if self.f.tell() + len(data) > LOG_FILE_MAX:
                 self.f.close()
                 os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-                self.f = self.path.open("wb")
+                self.f = _open_private(self.path)
             self.f.write(data)
             self.f.flush()
         except OSError:
@@ -84,6 +86,14 @@ class _LogFile:
         if self.f is not None:
             with contextlib.suppress(OSError):
                 self.f.close()
+
+
+def _open_private(path: Path) -> BinaryIO:
+    """``path`` truncated for writing, mode 0600 in a 0700 directory (also when it existed)."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "wb")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +122,9 @@ class ProcessRecord:
 def write_record(rec: ProcessRecord) -> None:
     d = _records_dir()
     with contextlib.suppress(OSError):
-        d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".{rec.name}.json.tmp"
-        tmp.write_text(json.dumps(asdict(rec)))
+        with _open_private(tmp) as f:
+            f.write(json.dumps(asdict(rec)).encode())
         os.replace(tmp, d / f"{rec.name}.json")
 
 
@@ -269,11 +279,10 @@ class ProcessHandle:
         stream = self.proc.stdout
         if stream is None:
             return
-        from console.lifecycle.secrets import scrub
-
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        # The disk copy is written in whole, scrubbed lines, so a secret is never split by a chunk.
+        disk = LineScrubber(Scrubber(self.secrets))
         fd = stream.fileno()
-        carry = ""  # the disk copy is written in whole lines, so a secret is never split by a chunk
         while True:
             try:
                 chunk = os.read(fd, 65536)
@@ -282,19 +291,15 @@ class ProcessHandle:
             if not chunk:
                 break
             text = decoder.decode(chunk)
-            head, sep, carry_new = (carry + text).rpartition("\n")
-            if sep:
-                self.log_file.write(scrub(head + sep, self.secrets).encode())
-                carry = carry_new
-            else:
-                carry = carry_new if len(carry_new) < 65536 else ""
-                if not carry:
-                    self.log_file.write(scrub(carry_new, self.secrets).encode())
+            out = disk.feed(text)
+            if out:
+                self.log_file.write(out.encode())
             if buffer.feed(text):
                 on_chunk()
         tail = decoder.decode(b"", final=True)
-        if carry or tail:
-            self.log_file.write(scrub(carry + tail, self.secrets).encode())
+        rest = disk.feed(tail) + disk.flush()
+        if rest:
+            self.log_file.write(rest.encode())
         buffer.feed(tail)
         buffer.flush_partial()
         self.log_file.close()
@@ -512,7 +517,7 @@ def _match(cmd: list[str], exes: Mapping[str, str], modules: Mapping[str, str]) 
 
 def find_engine_processes(profiles: Mapping[str, Any]) -> list[FoundProcess]:
     """Listening engine processes not started by any enginedeck (by command line and profile)."""
-    from console.lifecycle.secrets import mask_args
+    from console.secrets import mask_args
 
     exes, modules = _engine_signatures(profiles)
     ours: set[int] = {os.getpid()}

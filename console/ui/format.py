@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from console.lifecycle import secrets
+from console import secrets
 from console.model import EngineSnapshot, Freshness, Phase, Quantiles, SourceState
 
 GIB = 1024**3

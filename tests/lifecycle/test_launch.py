@@ -10,7 +10,7 @@ from console.config import parse_config
 from console.errors import UserError
 from console.lifecycle.docker_backend import create_kwargs, image_repo
 from console.lifecycle.launch import LaunchSpec, build_launch, expand
-from console.lifecycle.secrets import mask_args
+from console.secrets import mask_args
 
 
 def spec_for(engine: dict[str, Any], env: dict[str, str] | None = None) -> LaunchSpec:

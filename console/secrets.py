@@ -1,0 +1,221 @@
+"""The one secret rule: what counts as a secret, and how it is kept out of everything people see.
+
+Every place that shows, logs or writes something an engine, a user or the configuration gave us
+goes through this module: config display (`config show`, the engine screen), launch command
+display (`ps`, the identity tab, process records, the audit log), engine output (the screen,
+`logs`, `up` progress, the copy on disk) and exports (bench JSON/CSV/Markdown).
+
+A secret is either *known* (the value of ``api_key_env``, of a passed-through variable whose name
+looks secret, of a secret-looking launch argument) or *recognised* by its shape wherever it turns
+up: Hugging Face tokens (``hf_...``), OpenAI-style keys (``sk-...``), ``Bearer ...`` credentials,
+``api_key=...``-like assignments and passwords in URLs. Names look secret when they end in
+TOKEN, SECRET, PASSWORD, PASSWD or API_KEY (``HF_TOKEN``, ``--api-key``); the end anchor keeps
+``--max-num-batched-tokens`` and ``TOKENIZERS_PARALLELISM`` out.
+
+This module imports nothing from the rest of the package (config, lifecycle and the UI all use it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from console.config import EngineInstance
+
+MASK = "****"
+MIN_SECRET_LEN = 3  # shorter values would mask ordinary text everywhere
+
+_SECRET_WORD = r"(?:token|secret|password|passwd|api[-_.]?key)"
+_SECRET_NAME = re.compile(rf"{_SECRET_WORD}$", re.IGNORECASE)
+
+# Shapes recognised in free text, each replaced by what keeps the text readable.
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Authorization headers and the like: the scheme stays, the credential goes.
+    (re.compile(r"\b(Bearer)(\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), rf"\1\2{MASK}"),
+    # Hugging Face user access tokens: hf_ and 34 letters/digits (at least 30 to spare "hf_transfer").
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}"), MASK),
+    # OpenAI-style keys: sk-..., sk-proj-..., sk-ant-...
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), MASK),
+    # user:password@ in URLs.
+    (re.compile(r"(?<=://)([^/\s:@]+):[^/\s@]+@"), rf"\1:{MASK}@"),
+    # api_key='...', "password": "...", --hf-token=..., HF_TOKEN=... in an engine's own dump of its
+    # arguments or environment. A bare "token" is left alone (eos_token='</s>' is no secret).
+    (
+        re.compile(
+            r"""((?:\b|_)(?:api[-_]?key|secret|password|passwd|hf[-_]?token|access[-_]?token|auth[-_]?token|"""
+            r"""api[-_]?token)['"]?\s*[:=]\s*\[?\s*['"]?)([^\s'",\]}]{3,})""",
+            re.IGNORECASE,
+        ),
+        rf"\1{MASK}",
+    ),
+)
+
+
+def looks_secret(name: str) -> bool:
+    """Whether a name (environment variable, config key, command-line flag) holds a secret."""
+    return bool(_SECRET_NAME.search(name.lstrip("-")))
+
+
+class Scrubber:
+    """Replaces known secret values and recognised secret shapes with ``****``."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Longest first, so a secret that contains another is masked whole.
+        self._known = tuple(sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True))
+
+    @property
+    def known(self) -> tuple[str, ...]:
+        return self._known
+
+    def with_secrets(self, secrets: Iterable[str]) -> Scrubber:
+        return Scrubber((*self._known, *secrets))
+
+    def __call__(self, text: str) -> str:
+        for s in self._known:
+            if s in text:
+                text = text.replace(s, MASK)
+        for rx, repl in _PATTERNS:
+            text = rx.sub(repl, text)
+        return text
+
+    def data(self, value: Any) -> Any:
+        """A copy of JSON-like data with every string scrubbed (exports)."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, Mapping):
+            return {(self(k) if isinstance(k, str) else k): self.data(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.data(v) for v in value]
+        return value
+
+
+class LineScrubber:
+    """Scrubs a stream whose chunks may end mid-line: text is released only in whole lines, so a
+    secret split across two chunks is still recognised (``flush`` releases the rest at the end)."""
+
+    def __init__(self, scrubber: Scrubber, *, max_partial: int = 65536) -> None:
+        self.scrubber = scrubber
+        self.max_partial = max_partial
+        self._partial = ""
+
+    def feed(self, chunk: str) -> str:
+        data = self._partial + chunk
+        # A carriage return ends a line too (progress bars redraw with \r and no newline).
+        cut = max(data.rfind("\n"), data.rfind("\r")) + 1
+        if len(data) - cut > self.max_partial:  # a runaway line without an end: release it
+            cut = len(data)
+        self._partial = data[cut:]
+        return self.scrubber(data[:cut]) if cut else ""
+
+    def flush(self) -> str:
+        rest, self._partial = self._partial, ""
+        return self.scrubber(rest) if rest else ""
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every known secret and every recognised secret shape replaced by ``****``."""
+    return Scrubber(secrets)(text)
+
+
+def secret_values_in_args(args: Sequence[str]) -> list[str]:
+    """The values of secret-looking arguments: ``--api-key X``, ``--hf-token=X``, ``HF_TOKEN=X``."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if eq and looks_secret(name):
+            out.append(value)
+        elif not eq and arg.startswith("-") and looks_secret(arg) and i + 1 < len(args):
+            nxt = args[i + 1]
+            if not nxt.startswith("--"):
+                out.append(nxt)
+    return [v for v in out if v]
+
+
+def mask_args(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
+    """Launch arguments for display: the values of secret-looking arguments (``--api-key X``,
+    ``--hf-token=X``, ``HF_TOKEN=X``) masked, and every known or recognised secret elsewhere."""
+    scrubber = Scrubber(secrets)
+    out: list[str] = []
+    mask_next = False
+    for arg in args:
+        if mask_next and not arg.startswith("--"):
+            out.append(MASK)
+            mask_next = False
+            continue
+        mask_next = False
+        name, eq, _value = arg.partition("=")
+        if eq and looks_secret(name):
+            out.append(f"{name}={MASK}")
+        else:
+            out.append(scrubber(arg))
+            mask_next = not eq and arg.startswith("-") and looks_secret(arg)
+    return out
+
+
+def mask_env(env: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str, str]:
+    """Environment for display: values of secret-looking names masked, known secrets scrubbed."""
+    scrubber = Scrubber(secrets)
+    return {k: (MASK if looks_secret(k) else scrubber(v)) for k, v in env.items()}
+
+
+_ARG_LISTS = ("extra_args", "command")
+
+
+def mask_config(data: Any, secrets: Iterable[str] = ()) -> Any:
+    """A copy of configuration data for display: secret-looking keys masked (``*_env`` keys hold
+    variable names, not values), argument lists masked as launch commands are, strings scrubbed."""
+    scrubber = Scrubber(secrets)
+
+    def walk(value: Any, key: str = "") -> Any:
+        if isinstance(value, Mapping):
+            return {k: walk(v, str(k)) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            if key in _ARG_LISTS and all(isinstance(v, str) for v in value):
+                return mask_args(list(value), scrubber.known)
+            return [walk(v) for v in value]
+        if isinstance(value, str):
+            if key and looks_secret(key):
+                return MASK
+            return scrubber(value)
+        return value
+
+    return walk(data)
+
+
+def instance_secrets(inst: EngineInstance, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Every secret value an engine instance is given: its API key, the values of passed-through
+    variables with secret-looking names, and secret-looking values in its launch arguments."""
+    env = os.environ if environ is None else environ
+    cfg = inst.config
+    out: list[str] = []
+    if cfg.api_key_env and env.get(cfg.api_key_env):
+        out.append(env[cfg.api_key_env])
+    passthrough = cfg.env_passthrough if cfg.env_passthrough is not None else inst.profile.container.env_passthrough
+    out.extend(env[n] for n in passthrough if looks_secret(n) and env.get(n))
+    out.extend(secret_values_in_args(cfg.extra_args))
+    out.extend(secret_values_in_args(cfg.command or ()))
+    return tuple(dict.fromkeys(s for s in out if len(s) >= MIN_SECRET_LEN))
+
+
+def instance_scrubber(inst: EngineInstance, environ: Mapping[str, str] | None = None) -> Scrubber:
+    return Scrubber(instance_secrets(inst, environ))
+
+
+__all__ = [
+    "MASK",
+    "LineScrubber",
+    "Scrubber",
+    "instance_scrubber",
+    "instance_secrets",
+    "looks_secret",
+    "mask_args",
+    "mask_config",
+    "mask_env",
+    "scrub",
+    "secret_values_in_args",
+]
