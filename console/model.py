@@ -59,7 +59,9 @@ class Quantiles:
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
-    count: float = 0.0  # observations in the window
+    # Observations in the window; None (n/a) when the engine has no such histogram, its total is
+    # unknown (neither _count nor a +Inf bucket) or the window has no data yet.
+    count: float | None = None
     mean: float | None = None
     low_sample: bool = True
     # Quantiles ("p50", "p90", "p99") that fell in the +Inf bucket: the value shown is the highest

@@ -21,7 +21,7 @@ from console.model import (
     Rates,
 )
 
-SCHEMA = "enginedeck.status/1"
+SCHEMA = "enginedeck.status/2"  # docs/status-json.md, "Changes" lists what each bump changed
 
 
 def _round(v: float | None, nd: int = 6) -> float | None:

@@ -81,7 +81,8 @@ def _hist_sum(reading: Reading, canonical: str) -> dict[tuple[float, ...], tuple
 
 def _add(out: dict[tuple[float, ...], tuple[list[float], float, float]], h: HistogramSeries) -> None:
     counts, s, c = out.get(h.bounds, ([0.0] * len(h.bounds), 0.0, 0.0))
-    out[h.bounds] = ([a + b for a, b in zip(counts, h.counts, strict=True)], s + (h.sum or 0.0), c + h.count)
+    count = h.count if h.count is not None else math.nan  # unknown total: no delta count
+    out[h.bounds] = ([a + b for a, b in zip(counts, h.counts, strict=True)], s + (h.sum or 0.0), c + count)
 
 
 def histogram_delta_quantiles(before: Reading, after: Reading, canonical: str) -> dict[str, Any] | None:
@@ -94,6 +95,8 @@ def histogram_delta_quantiles(before: Reading, after: Reading, canonical: str) -
     b_counts, b_s, b_c = b.get(bounds, ([0.0] * len(bounds), 0.0, 0.0))
     delta = tuple(max(0.0, x - y) for x, y in zip(counts, b_counts, strict=True))
     dc = c - b_c
+    if not math.isfinite(dc):
+        return None  # neither _count nor a +Inf bucket: the total, and so every quantile, is unknown
     if dc <= 0:
         return {"count": 0}
     out: dict[str, Any] = {"count": dc, "mean_ms": (s - b_s) / dc * 1000.0}

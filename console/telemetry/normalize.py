@@ -69,12 +69,13 @@ class Resolution:
 
 @dataclass(frozen=True, slots=True)
 class HistogramSeries:
-    """One histogram series: cumulative counts per upper bound (ascending, last is +Inf)."""
+    """One histogram series: cumulative counts per upper bound (ascending; the last is +Inf unless the
+    payload had neither a ``+Inf`` bucket nor ``_count``, and then ``count`` is None: unknown)."""
 
     bounds: tuple[float, ...]
     counts: tuple[float, ...]
     sum: float | None
-    count: float
+    count: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,15 +325,22 @@ class _HistAcc:
         self.sum: float | None = None
         self.count: float | None = None
 
-    def total(self) -> float:
+    def total(self) -> float | None:
+        """The observation count: ``_count``, else the +Inf bucket; None when it has neither (the
+        largest finite bucket is not the count: observations above it are unknown)."""
         if self.count is not None:
             return self.count
-        return max(self.buckets.values(), default=0.0)
+        return self.buckets.get(math.inf)
+
+    def size(self) -> float:
+        """For choosing among shards: the count, else the largest bucket."""
+        total = self.total()
+        return total if total is not None else max(self.buckets.values(), default=0.0)
 
     def build(self, scale: float) -> HistogramSeries:
         buckets = dict(self.buckets)
         count = self.total()
-        if buckets and math.inf not in buckets:
+        if buckets and math.inf not in buckets and count is not None:
             buckets[math.inf] = count
         bounds = tuple(sorted(buckets))
         counts: list[float] = []
@@ -486,7 +494,7 @@ class _Builder:
         best: dict[tuple[str, SeriesKey], _HistAcc] = {}
         for (model, key, _shard), h in accs.items():
             prev = best.get((model, key))
-            if prev is None or h.total() > prev.total():
+            if prev is None or h.size() > prev.size():
                 best[(model, key)] = h
         out: dict[str, dict[SeriesKey, HistogramSeries]] = {m: {} for m in seen}
         for (model, key), h in best.items():

@@ -24,7 +24,8 @@ bucket reports the highest finite bound and is listed in ``Quantiles.capped``: a
 an invented maximum. ``count`` and ``mean`` (Δsum / Δcount) come with them. ``low_sample`` is set
 below ``LOW_SAMPLE`` (20) observations in the window: below that p90 rests on two observations or
 fewer; p99 is only more than "about the maximum" from ~100 observations on, so treat p99 with care
-even without the flag.
+even without the flag. A histogram with neither ``_count`` nor a ``+Inf`` bucket has an unknown total:
+its count, mean and quantiles are all None (n/a), as are those of a histogram the engine lacks.
 
 **Prefix-cache hit rate** = Δ(Σ numerator counters) / Δ(Σ denominator counters) over 60 s, per the
 profile's ``prefix_hit_rate``; None when Δdenominator is 0 (idle) or there is only one frame. When
@@ -138,8 +139,14 @@ def quantiles_from_buckets(
     bounds: tuple[float, ...], counts: tuple[float, ...], total_sum: float | None, total_count: float | None = None
 ) -> Quantiles:
     """Quantiles of one cumulative histogram (a window delta, or since-start values)."""
-    count = total_count if total_count is not None else (counts[-1] if counts else 0.0)
-    if not count or count <= 0:
+    if total_count is None and bounds and math.isinf(bounds[-1]):
+        total_count = counts[-1]  # the +Inf bucket is the count
+    if total_count is None or not math.isfinite(total_count):
+        # Neither _count nor a +Inf bucket: how many lie above the top bucket is unknown, so are
+        # the count and the rank of every quantile.
+        return Quantiles()
+    count = total_count
+    if count <= 0:
         return Quantiles(count=0.0, low_sample=True)
     values: dict[str, float | None] = {}
     capped: list[str] = []
@@ -148,8 +155,6 @@ def quantiles_from_buckets(
         values[label] = v
         if cap:
             capped.append(label)
-    if not math.isfinite(count):
-        return Quantiles(count=0.0, low_sample=True)
     mean = total_sum / count if total_sum is not None else None
     return Quantiles(
         p50=_fin(values["p50"]),
@@ -166,14 +171,15 @@ def merge_histograms(
     series: Iterable[HistogramSeries],
 ) -> tuple[tuple[float, ...], tuple[float, ...], float | None, float]:
     """Sum several cumulative histograms: (bounds, cumulative counts, sum or None, count)."""
-    items = [(h.bounds, [*h.counts, h.sum if h.sum is not None else math.nan, h.count]) for h in series]
+    items = [(h.bounds, list(_hvec_raw(h))) for h in series]
     if not items:
         return (), (), None, 0.0
     return _merge(items)
 
 
 def _hvec_raw(h: HistogramSeries) -> tuple[float, ...]:
-    return (*h.counts, h.sum if h.sum is not None else math.nan, h.count)
+    # An unknown sum or count is NaN: it stays unknown through deltas and merges.
+    return (*h.counts, h.sum if h.sum is not None else math.nan, h.count if h.count is not None else math.nan)
 
 
 @dataclass(slots=True)
@@ -339,17 +345,15 @@ class EngineMetricsState:
                         break
                 if start is None:
                     continue
-                deltas.append((vec.bounds, [max(0.0, a - b) for a, b in zip(vec.values, start.values, strict=True)]))
-        if not present:
-            return Quantiles()
-        if not deltas:
-            return Quantiles(count=0.0, low_sample=True)
+                deltas.append((vec.bounds, [_delta(a, b) for a, b in zip(vec.values, start.values, strict=True)]))
+        if not present or not deltas:
+            return Quantiles()  # no such histogram, or no window yet: n/a
         bounds, counts, dsum, dcount = _merge(deltas)
         if not bounds:
             # Count-only histogram (an excerpt without buckets): count and mean, no quantiles.
             mean = dsum / dcount if dsum is not None and dcount > 0 else None
             if not math.isfinite(dcount):
-                return Quantiles(count=0.0, low_sample=True)
+                return Quantiles()
             return Quantiles(count=dcount, mean=_fin(mean), low_sample=dcount < LOW_SAMPLE)
         return quantiles_from_buckets(bounds, counts, dsum, dcount)
 
@@ -442,6 +446,12 @@ class EngineMetricsState:
         return per_model, total
 
     snapshot = metrics
+
+
+def _delta(now: float, then: float) -> float:
+    """A non-negative increase; NaN (unknown sum or count) stays NaN rather than becoming 0."""
+    d = now - then
+    return d if math.isnan(d) else max(0.0, d)
 
 
 def _merge(
