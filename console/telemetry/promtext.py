@@ -17,7 +17,9 @@ Conventions:
   ``keep_created``.
 - Samples without a ``# TYPE`` are "untyped"; ``X_bucket`` samples with an ``le`` label and no
   TYPE are grouped into an (inferred) histogram family ``X``, and ``X_sum``/``X_count`` join it.
-- Timestamps are accepted and ignored (values are "now").
+- Timestamps are accepted and ignored (values are "now"): integer milliseconds (text 0.0.4) or
+  float seconds (OpenMetrics). OpenMetrics exemplars (``... 7 # {trace_id="x"} 0.7``) are
+  skipped; the sample before them is kept.
 """
 
 from __future__ import annotations
@@ -185,8 +187,35 @@ def _parse_value(tokens: list[str]) -> float:
         raise ValueError("trailing garbage after value")
     value = float(tokens[0])
     if len(tokens) == 2:
-        int(tokens[1])  # timestamp in ms; ValueError when it is not an integer
+        float(tokens[1])  # timestamp: ms (0.0.4) or float seconds (OpenMetrics); ValueError if neither
     return value
+
+
+def _label_end(line: str, br: int) -> int:
+    """Index of the ``}`` closing the label set opened at ``br``, skipping quoted values (which may
+    hold ``}`` or ``#``); -1 if it is not closed. Only used on lines holding a ``#`` (exemplars)."""
+    quoted = False
+    i = br + 1
+    n = len(line)
+    while i < n:
+        c = line[i]
+        if quoted:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quoted = False
+        elif c == '"':
+            quoted = True
+        elif c == "}":
+            return i
+        i += 1
+    return -1
+
+
+def _without_exemplar(rest: str) -> str:
+    """The value (and timestamp) part of a sample line, without an OpenMetrics exemplar."""
+    cut = rest.find("#")
+    return rest if cut == -1 else rest[:cut]
 
 
 def _expand_wanted(wanted: Container[str]) -> Container[str]:
@@ -304,17 +333,18 @@ def parse(
             continue
         try:
             if br != -1:
-                close = line.rfind("}")
+                # An exemplar ("# {trace_id=...} 0.7") has braces of its own: find the label set's.
+                close = line.rfind("}") if "#" not in line else _label_end(line, br)
                 if close < br:
                     raise ValueError("unterminated label set")
                 ltext = line[br + 1 : close]
                 labels = label_cache.get(ltext)
                 if labels is None:
                     labels = parse_labels(ltext)
-                tokens = line[close + 1 :].split()
+                tokens = _without_exemplar(line[close + 1 :]).split()
             else:
                 labels = ()
-                tokens = line[sp + 1 :].split() if sp != -1 else []
+                tokens = _without_exemplar(line[sp + 1 :]).split() if sp != -1 else []
             # Fast path: a lone value (no timestamp).
             value = float(tokens[0]) if len(tokens) == 1 else _parse_value(tokens)
         except ValueError as exc:
