@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from console.sim import exposition
 from console.sim.engines import make_flavour
 from console.sim.engines.base import Flavour, SimOptions, StreamCtx, json_response
 from console.sim.faults import Faults
@@ -235,7 +236,7 @@ class SimServer:
         r.add_post("/v1/completions", self._completions)
         if fl.name == "sglang":
             r.add_get("/health_generate", self._health)
-        r.add_get(fl.metrics_path, self._metrics)
+        self._mount_metrics(app)
         r.add_get("/_sim/state", self._sim_state)
         fl.add_routes(app, self)
 
@@ -257,7 +258,29 @@ class SimServer:
     async def _sim_state(self, request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps(self.flavour.state()), content_type="application/json")
 
-    async def _metrics(self, request: web.Request) -> web.Response:
+    def _mount_metrics(self, app: web.Application) -> None:
+        """Serve /metrics as the engine does (see console/sim/exposition.py)."""
+        fl = self.flavour
+        path = fl.metrics_path
+        if fl.metrics_mount == "custom":
+            app.router.add_get(path, self._metrics)
+            return
+        reg = fl.metrics_registry()
+        asgi = exposition.asgi_app(reg)
+
+        async def mounted(request: web.Request) -> web.StreamResponse:
+            faulted = await self._metrics_fault()
+            return faulted if faulted is not None else await exposition.serve_asgi(asgi, request)
+
+        async def plain(request: web.Request) -> web.StreamResponse:
+            faulted = await self._metrics_fault()
+            return faulted if faulted is not None else exposition.plain_response(reg)
+
+        app.router.add_route("*", path, plain if fl.metrics_mount == "plain" else mounted)
+        # Starlette's Mount with the engines' "^/metrics(?P<path>.*)$" regex: everything below goes to the app.
+        app.router.add_route("*", path + "{tail:/.*}", mounted)
+
+    async def _metrics_fault(self) -> web.Response | None:
         f = self.faults
         if f.hang_metrics:
             await asyncio.Event().wait()
@@ -266,7 +289,11 @@ class SimServer:
         if f.garbage_metrics:
             junk = bytes(self._rng.randrange(256) for _ in range(512))
             return web.Response(body=b"\x00\xffnot prometheus {{{ " + junk, content_type="text/plain")
-        return self.flavour.render_metrics(request.headers.get("Accept", ""))
+        return None
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        faulted = await self._metrics_fault()
+        return faulted if faulted is not None else self.flavour.render_metrics(request.headers.get("Accept", ""))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=True)

@@ -14,8 +14,10 @@ from typing import Any, ClassVar, Literal
 
 import orjson
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
-from console.sim.promtext import Family, Histogram, Labels, negotiate, render_client, render_openmetrics
+from console.sim.exposition import Groups, registry
+from console.sim.promtext import Family, Histogram, Labels
 from console.sim.scheduler import Request, Scheduler, SchedulerConfig, StepOutcome
 
 JSON_CT = "application/json"
@@ -23,6 +25,7 @@ _SENTINEL = "\x00sim-token\x00"
 _SENTINEL_JSON = orjson.dumps(_SENTINEL)
 
 Loading = Literal["refuse", "refuse-then-503", "503"]
+MetricsMount = Literal["plain", "asgi", "custom"]
 # prometheus-fastapi-instrumentator as vLLM configures it: default buckets, these handlers skipped.
 HTTP_BUCKETS = (0.1, 0.5, 1.0)
 HTTP_EXCLUDED = frozenset({"/metrics", "/prometheus/metrics", "/health", "/load", "/ping", "/version",
@@ -88,6 +91,10 @@ class Flavour:
     name: ClassVar[str] = ""
     version: str = ""
     metrics_path: ClassVar[str] = "/metrics"
+    # How the engine mounts its exposition (console/sim/exposition.py): prometheus_client's ASGI app
+    # ("asgi"), vLLM's instrumentator route in front of it ("plain"), or the engine's own ("custom").
+    metrics_mount: ClassVar[MetricsMount] = "custom"
+    metrics_multiprocess: ClassVar[bool] = False  # a MultiProcessCollector registry (SGLang, trtllm)
     loading: ClassVar[Loading] = "refuse"
     checks_model: ClassVar[bool] = True
     supports_ignore_eos: ClassVar[bool] = True
@@ -229,19 +236,17 @@ class Flavour:
     def metrics_families(self) -> list[Family]:
         raise NotImplementedError
 
-    def render_metrics(self, accept: str = "") -> web.Response:
+    def metrics_groups(self) -> Groups:
+        """``(families, with _created)`` in the order the engine's prometheus_client registry yields them."""
         raise NotImplementedError
 
-    @staticmethod
-    def client_response(groups: list[tuple[list[Family], bool]], accept: str, *, multiprocess: bool) -> web.Response:
-        """prometheus_client exposition of ``(families, with _created)`` groups, negotiated like its ASGI app."""
-        om, ctype, escaping = negotiate(accept)
-        if om:
-            text = "".join(render_openmetrics(fams, created=c, multiprocess=multiprocess, eof=False, escaping=escaping)
-                           for fams, c in groups) + "# EOF\n"
-        else:
-            text = "".join(render_client(fams, created=c, multiprocess=multiprocess) for fams, c in groups)
-        return web.Response(body=text.encode(), headers={"Content-Type": ctype})
+    def metrics_registry(self) -> CollectorRegistry:
+        """The registry the metrics mount serves (read at every scrape)."""
+        return registry(self.metrics_groups, multiprocess=self.metrics_multiprocess)
+
+    def render_metrics(self, accept: str = "") -> web.Response:
+        """The whole answer, for engines that do not use prometheus_client (``metrics_mount = "custom"``)."""
+        raise NotImplementedError
 
     def labels(self) -> Labels:
         return (("model_name", self.model),)

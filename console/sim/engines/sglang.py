@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from console.sim.engines.base import Flavour, SimOptions, StreamCtx, counter, gauge, hist, json_response
+from console.sim.exposition import Groups
 from console.sim.promtext import Family, Histogram, Labels
 from console.sim.scheduler import Request, StepOutcome
 
@@ -36,6 +37,8 @@ QUEUE_BUCKETS = [0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 
 
 class SglangFlavour(Flavour):
     name = "sglang"
+    metrics_mount = "asgi"
+    metrics_multiprocess = True
     version = "0.5.4"
     loading = "refuse-then-503"
     checks_model = True
@@ -157,8 +160,8 @@ class SglangFlavour(Flavour):
         ]
         return fams
 
-    def render_metrics(self, accept: str = "") -> web.Response:
-        return self.client_response([(self.metrics_families(), False)], accept, multiprocess=True)
+    def metrics_groups(self) -> Groups:
+        return [(self.metrics_families(), False)]
 
     # ---- HTTP ----
     def auth_required(self, path: str) -> bool:

@@ -27,6 +27,7 @@ from aiohttp import web
 
 from console.sim.engines.base import Flavour, SimOptions, StreamCtx, counter, gauge, hist, json_response
 from console.sim.engines.vllm import ITL_BUCKETS, LATENCY_BUCKETS, TTFT_BUCKETS
+from console.sim.exposition import Groups
 from console.sim.promtext import Family, Histogram, Labels
 from console.sim.scheduler import Request, StepOutcome
 
@@ -52,6 +53,8 @@ COMPLETION_FIELDS = _SAMPLING | {
 
 class TrtllmFlavour(Flavour):
     name = "trtllm"
+    metrics_mount = "asgi"
+    metrics_multiprocess = True
     version = "1.3.0rc5"
     metrics_path = "/prometheus/metrics"
     checks_model = True
@@ -215,9 +218,8 @@ class TrtllmFlavour(Flavour):
         ]
         return fams
 
-    def render_metrics(self, accept: str = "") -> web.Response:
-        groups = [(self.http_families(), False), (self.metrics_families(), False)]
-        return self.client_response(groups, accept, multiprocess=True)
+    def metrics_groups(self) -> Groups:
+        return [(self.http_families(), False), (self.metrics_families(), False)]
 
     # ---- HTTP ----
     def error(self, status: int, message: str, kind: str) -> web.Response:

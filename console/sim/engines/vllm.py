@@ -14,12 +14,11 @@ Ground-truth counters (``/_sim/state``), matching how vLLM's own series move:
 from __future__ import annotations
 
 import os
-import sys
 import time
 from typing import Any, ClassVar
 
-import psutil
 from aiohttp import web
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from console.sim.engines.base import (
     Flavour,
@@ -31,6 +30,7 @@ from console.sim.engines.base import (
     hist,
     json_response,
 )
+from console.sim.exposition import FamilyCollector, Groups
 from console.sim.promtext import Family, Histogram, Labels
 from console.sim.scheduler import Request, StepOutcome
 
@@ -45,6 +45,7 @@ ITERATION_TOKEN_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 81
 
 class VllmFlavour(Flavour):
     name = "vllm"
+    metrics_mount = "plain"
     version = "0.11.0"
     checks_model = True
     supports_continuous_usage = True
@@ -215,32 +216,18 @@ class VllmFlavour(Flavour):
         fams.append(gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1.0, info_labels))
         return fams
 
-    def process_families(self) -> list[Family]:
-        """What prometheus_client's default process collector adds (vLLM runs a single-process registry)."""
-        p = psutil.Process()
-        with p.oneshot():
-            mem = p.memory_info()
-            cpu = p.cpu_times()
-            fds = p.num_fds() if hasattr(p, "num_fds") else 0
-        v = sys.version_info
-        return [
-            Family("python_info", "gauge", "Python platform information",
-                   values=[((("implementation", "CPython"), ("major", str(v.major)), ("minor", str(v.minor)),
-                             ("patchlevel", str(v.micro)), ("version", f"{v.major}.{v.minor}.{v.micro}")), 1.0)]),
-            Family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
-                   values=[((), float(mem.vms))]),
-            Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
-                   values=[((), float(mem.rss))]),
-            Family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
-                   values=[((), float(p.create_time()))]),
-            Family("process_cpu_seconds", "counter", "Total user and system CPU time spent in seconds.",
-                   values=[((), cpu.user + cpu.system)]),
-            Family("process_open_fds", "gauge", "Number of open file descriptors.", values=[((), float(fds))]),
-        ]
+    def metrics_groups(self) -> Groups:
+        return [(self.http_families(), True), (self.metrics_families(), True)]
 
-    def render_metrics(self, accept: str = "") -> web.Response:
-        groups = [(self.process_families(), False), (self.http_families(), True), (self.metrics_families(), True)]
-        return self.client_response(groups, accept, multiprocess=False)
+    def metrics_registry(self) -> CollectorRegistry:
+        # vLLM serves prometheus_client's default REGISTRY in single-process mode: the process, platform
+        # and GC collectors registered at import come first, then the instrumentator's and vLLM's own.
+        reg = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=reg)
+        PlatformCollector(registry=reg)
+        GCCollector(registry=reg)
+        reg.register(FamilyCollector(self.metrics_groups, multiprocess=False))  # type: ignore[arg-type]
+        return reg
 
     def chat_chunk(self, ctx: StreamCtx, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
         chunk = super().chat_chunk(ctx, delta, finish)
