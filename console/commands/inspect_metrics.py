@@ -8,14 +8,17 @@
 Prints, per served model, every canonical metric's value or n/a, the raw name it came from (legacy
 names flagged), then the canonical metrics the payload lacked, the raw families no mapping used,
 and the malformed lines. Counters and histograms are cumulative since engine start (one payload has
-no time window). Exit 0; 1 with one line on stderr for bad input, a failed fetch, or a payload
-with no metric samples at all (the report is still printed then).
+no time window). Exit 0; 1 with one line on stderr for bad input, a failed fetch, a payload
+with no metric samples at all, or one with none of the profile's metrics (another engine's: the line
+names its families; the report is still printed then). trtllm-serve's JSON ``[]`` is its normal
+"already drained" state: said so in ``note``, exit 0.
 
 ``--json`` schema (``schema: 1``)::
 
     {"schema": 1, "profile": str, "source": str, "format": "prometheus"|"trtllm-json",
      "samples": int, "error_count": int, "errors": [str],            # at most 50 listed
      "missing": [canonical], "unmapped": [raw family], "not_in_profile": [canonical],
+     "note": str|null,                # drained trtllm JSON, or the hint for another engine's payload
      "models": [{"model": str, "replicas": int,
                  "metrics": {canonical: null | {"raw_name": str, "legacy": bool, "kind": str,
                      "value": float|null,                 # gauges, counters
@@ -56,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from console.errors import UserError
     from console.profiles import get_profile
     from console.telemetry.normalize import normalize
+    from console.telemetry.recognize import DRAINED, foreign_hint, is_drained
 
     source: str = args.source
     profile_name: str | None = args.engine
@@ -76,14 +80,21 @@ def run(args: argparse.Namespace) -> int:
         payload, shown = _read_file(source), source
     reading = normalize(profile, payload)
     report = _report(profile, reading, shown)
+    drained = reading.format == "trtllm-json" and reading.empty and is_drained(payload)
+    hint = foreign_hint(profile, reading, payload)
+    report["note"] = DRAINED if drained else hint
     if args.json:
         from console import strictjson
 
         print(strictjson.dumps(report, indent=2))
     else:
         _print_text(profile.display_name, report)
+    if drained:
+        return 0
     if reading.empty:
         raise UserError(f"no metric samples in {shown} ({reading.error_summary()})")
+    if hint:
+        raise UserError(hint)
     return 0
 
 
@@ -296,6 +307,8 @@ def _print_text(display_name: str, report: dict[str, Any]) -> None:
     print(f"\nraw families not mapped ({len(report['unmapped'])}):")
     for name in report["unmapped"]:
         print(f"  {name}")
+    if report.get("note"):
+        print(f"\nnote: {report['note']}")
     if report["errors"]:
         print(f"\nmalformed input ({report['error_count']} lines, skipped):")
         for err in report["errors"]:
