@@ -18,7 +18,9 @@ from typing import Any
 
 from console.client.http import HTTPClient, HTTPError
 from console.profiles import EngineProfile
+from console.telemetry.bodies import BodyError, decode_body
 from console.telemetry.normalize import HistogramSeries, Reading, normalize
+from console.telemetry.scrape import MAX_METRICS_BYTES
 from console.telemetry.windows import histogram_quantile
 
 
@@ -48,7 +50,12 @@ class MetricsScraper:
         if resp.status != 200:
             self.error = f"GET {self.path}: HTTP {resp.status}"
             return None
-        reading = normalize(self.profile, resp.body, full=False)
+        try:  # no Accept-Encoding is sent; decode anyway in case a proxy compresses regardless
+            body = decode_body(resp.body, resp.headers.get("content-encoding", ""), MAX_METRICS_BYTES)
+        except BodyError as exc:
+            self.error = f"GET {self.path}: {exc}"
+            return None
+        reading = normalize(self.profile, body, full=False)
         if not reading.ok:
             self.error = f"GET {self.path}: {reading.error_summary()}"
             return None
