@@ -12,12 +12,12 @@ from console.client.sse import DONE, SSEEvent, SSEParser
 from console.client.stream import OpenAIStreamSink, error_message
 from console.client.timing import RequestRecord, compute
 
-SAMPLE = Path("/work/shared/reference/samples/llamacpp-real-server-stream.txt")
+# A real llama-server stream, kept with the other real payloads (tests/fixtures/samples/SOURCES.md).
+SAMPLE = Path(__file__).parents[1] / "fixtures" / "samples" / "llamacpp-real-server-stream.txt"
 
 
 def sample_bytes() -> bytes:
-    here = Path(__file__).parent / "data" / "llamacpp-real-server-stream.txt"
-    return (here if here.exists() else SAMPLE).read_bytes()
+    return SAMPLE.read_bytes()
 
 
 def feed_all(parser: SSEParser, data: bytes, cuts: list[int]) -> list[SSEEvent]:
