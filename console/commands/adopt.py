@@ -14,7 +14,7 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.lifecycle.cli_support import add_common
+    from console.commands._args import add_common
 
     p = sub.add_parser("adopt", help="take control of a running engine container enginedeck did not start")
     add_common(p)

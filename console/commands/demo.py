@@ -5,7 +5,9 @@ lifecycle's process backend, exactly like a `managed = "process"` engine of a us
 configuration: the console can stop, start and restart them, shows their phases and logs, and
 killing one leaves the others running. A separate process (`enginedeck sim --load ...`) sends the
 synthetic client load, so the console process only watches. On quit, SIGTERM/SIGHUP, a lost
-terminal, or an error, the load process and every engine are stopped.
+terminal, or an error, the load process and every engine are stopped: the demo's terminal-loss
+policy is always "stop" (an audit entry ``terminal-loss`` says so), carried out within the
+console's shutdown deadline.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from console.config import Config, EngineInstance, parse_config
+from console.commands._args import add_console_flags
 from console.errors import UserError
-from console.ui.launch import add_console_flags
+
+if TYPE_CHECKING:  # the config module loads pydantic: only when the demo runs, not for --help
+    from console.config import Config, EngineInstance
 
 FLAVOURS = ("vllm", "sglang", "trtllm", "tgi")
 GPUS_PER_ENGINE = 2
@@ -56,6 +60,8 @@ def _die_with_parent() -> None:
 
 def demo_config(ports: dict[str, int], seed: int = 1) -> Config:
     """The demo fleet as a configuration: one process-managed simulator per flavour."""
+    from console.config import parse_config
+
     engines: dict[str, Any] = {}
     for i, flavour in enumerate(FLAVOURS):
         engines[f"{flavour}-sim"] = {
@@ -135,10 +141,14 @@ class DemoFleet:
             return None
         return f"synthetic load stopped (exit {self.load_proc.returncode}; log {self.log_path})"
 
-    def stop(self, grace: float = 5.0) -> None:
-        """Stop the load, then every engine this process started. Idempotent."""
-        from console.lifecycle.process_backend import cleanup_all
+    def on_terminal_loss(self, reason: str, done_by: float) -> None:
+        """The terminal is gone: stop the load and the simulators by ``done_by`` (monotonic), audited."""
+        from console.lifecycle.terminal_loss import carry_out
 
+        self._stop_load(grace=max(0.0, min(0.5, done_by - time.monotonic() - 0.3)))
+        carry_out(self.manager, "stop", reason, done_by, note="synthetic load stopped")
+
+    def _stop_load(self, grace: float) -> None:
         proc = self.load_proc
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -148,7 +158,14 @@ class DemoFleet:
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=2)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=2)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stop the load, then every engine this process started. Idempotent."""
+        from console.lifecycle.process_backend import cleanup_all
+
+        self._stop_load(grace)
         cleanup_all(grace=grace)
         with contextlib.suppress(Exception):
             self.manager.close()
@@ -157,7 +174,7 @@ class DemoFleet:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from console.config import load_config
+    from console.config import Config, load_config
     from console.ui.control_lifecycle import ManagerControl
     from console.ui.launch import install_exit_signals, resolve_settings, run_console
 
@@ -179,6 +196,7 @@ def run_demo(args: argparse.Namespace) -> int:
             title="demo",
             check_backing=fleet.gone,
             lifecycle=ManagerControl(fleet.manager, fleet.config),  # also gives the hub current pids
+            on_terminal_loss=fleet.on_terminal_loss,
         )
     finally:
         fleet.stop()

@@ -12,7 +12,7 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.lifecycle.cli_support import add_common
+    from console.commands._args import add_common
 
     p = sub.add_parser("down", help="stop a managed engine and remove its container")
     add_common(p)

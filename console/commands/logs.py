@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    from console.lifecycle.cli_support import add_common
+    from console.commands._args import add_common
 
     p = sub.add_parser("logs", help="show an engine's log output")
     add_common(p)

@@ -13,7 +13,7 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.lifecycle.cli_support import add_common
+    from console.commands._args import add_common
 
     p = sub.add_parser("ps", help="list managed and recognised engine containers and processes")
     add_common(p, name=False)

@@ -11,7 +11,7 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.lifecycle.cli_support import add_common
+    from console.commands._args import add_common
 
     p = sub.add_parser("restart", help="restart a managed engine")
     add_common(p)

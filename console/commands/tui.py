@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.ui.launch import add_console_flags
+from console.commands._args import add_console_flags
 
 
 def register(sub: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.lifecycle.cli_support import add_common
+    from console.commands._args import add_common
 
     p = sub.add_parser("up", help="start a configured engine and wait until it is ready")
     add_common(p)

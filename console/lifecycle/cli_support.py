@@ -16,12 +16,6 @@ from console.model import Phase
 from console.secrets import scrub
 
 
-def add_common(p: argparse.ArgumentParser, *, name: bool = True) -> None:
-    if name:
-        p.add_argument("name", metavar="NAME", help="engine instance name from the configuration")
-    p.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
-
-
 def load(args: argparse.Namespace) -> tuple[Config, EngineInstance | None]:
     cfg = load_config(getattr(args, "config", None))
     name = getattr(args, "name", None)

@@ -1,6 +1,9 @@
 """Starting the console from the CLI: common flags, the Hub, the app, and clean shutdown.
 
-Imports Textual and the telemetry hub lazily so `enginedeck status` and `--help` stay fast.
+While the app runs, a ``TerminalGuard`` holds the shutdown deadline: on SIGHUP, SIGTERM, SIGINT
+or a hung-up terminal the console asks the app to leave, applies the ``on_terminal_loss`` policy
+to its managed engines, and has ended within ``terminal_guard.DEADLINE`` seconds whatever else
+blocks. Imports Textual and the telemetry hub lazily so `enginedeck status` and `--help` stay fast.
 """
 
 from __future__ import annotations
@@ -11,21 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import Any, Literal
 
+from console.commands._args import add_console_flags
 from console.config import Config, ConsoleSettings, EngineInstance
 from console.errors import UserError
 
-
-def add_console_flags(p: argparse.ArgumentParser) -> None:
-    """The flags `enginedeck`, `enginedeck demo` and `enginedeck attach` share."""
-    g = p.add_argument_group("console")
-    g.add_argument("--read-only", action="store_true", default=None,
-                   help="no mutating action anywhere (start/stop/restart are hidden and refused)")
-    g.add_argument("--layout", metavar="NAME", default=None,
-                   help="auto (by terminal size), compact, default or wide (layouts/*.tcss)")
-    g.add_argument("--refresh", metavar="SECS", type=float, default=None, help="collection period (default 1)")
-    g.add_argument("--no-mouse", action="store_true", default=None,
-                   help="do not capture the mouse (native terminal selection and copy work, e.g. over SSH)")
-    g.add_argument("--config", metavar="FILE", default=None, help="configuration file (default: platform path)")
+__all__ = ["add_console_flags", "resolve_settings", "run_console", "run_setup"]
 
 
 def resolve_settings(args: argparse.Namespace, config: Config) -> ConsoleSettings:
@@ -60,6 +53,9 @@ def install_exit_signals() -> None:
         signal.signal(sig, _exit_on_signal)
 
 
+TerminalLossAction = Callable[[str, float], object]  # (reason, done-by as time.monotonic())
+
+
 def run_console(
     instances: Sequence[EngineInstance],
     settings: ConsoleSettings,
@@ -72,48 +68,104 @@ def run_console(
     check_backing: Callable[[], str | None] | None = None,
     lifecycle: Any | None = None,
     pids_of: Callable[[str], tuple[int, ...]] | None = None,
+    on_terminal_loss: TerminalLossAction | None = None,
 ) -> str | None:
     """Run the console until quit; returns the app's result ("demo" from the setup screen).
 
     ``lifecycle``: engine control already built by the caller (the demo); otherwise one is made
-    from ``config`` when it has managed engines. ``pids_of``: current process ids per engine."""
+    from ``config`` when it has managed engines. ``pids_of``: current process ids per engine.
+    ``on_terminal_loss``: what to do with the engines when the terminal is lost (the demo stops
+    its simulators); by default ``settings.on_terminal_loss`` applied to ``lifecycle``'s engines."""
     from console.telemetry.hub import Hub
     from console.ui.app import DeckApp, UiOptions
+    from console.ui.terminal_guard import TerminalGuard
 
     install_exit_signals()
     # Engine control also serves logs, so it exists in read-only mode too (its actions are refused there).
     if lifecycle is None and config is not None:
         lifecycle = _lifecycle(config)
+    guard = TerminalGuard()
+    action = on_terminal_loss or _policy_action(lifecycle, settings)
+    if action is not None:
+        guard.add_action(action)
+    guard.install()
     phase_of = getattr(lifecycle, "phase_of", None)
-    hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
-              gpu_assignment=gpu_assignment, pids_of=pids_of or getattr(lifecycle, "pids_of", None),
-              lifecycle_phase=phase_of if callable(phase_of) else None)
-    hub.start()
     try:
-        app = DeckApp(
-            hub,
-            options=UiOptions(read_only=settings.read_only, layout=settings.layout, mouse=settings.mouse,
-                              simulated=simulated, title=title),
-            profiles={i.profile.name: i.profile for i in instances},
-            instances={i.name: i for i in instances},
-            lifecycle=lifecycle,
-            check_backing=check_backing,
-        )
-        return app.run(mouse=settings.mouse)
+        hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
+                  gpu_assignment=gpu_assignment, pids_of=pids_of or getattr(lifecycle, "pids_of", None),
+                  lifecycle_phase=phase_of if callable(phase_of) else None)
+        hub.start()
+        try:
+            app = DeckApp(
+                hub,
+                options=UiOptions(read_only=settings.read_only, layout=settings.layout, mouse=settings.mouse,
+                                  simulated=simulated, title=title),
+                profiles={i.profile.name: i.profile for i in instances},
+                instances={i.name: i for i in instances},
+                lifecycle=lifecycle,
+                check_backing=check_backing,
+            )
+            return _run_guarded(app, guard, mouse=settings.mouse)
+        finally:
+            guard.settle()  # the engine policy finishes before the engine control is closed
+            hub.stop()
     finally:
-        install_exit_signals()  # the app's loop removed its handlers; keep cleanup reachable
-        hub.stop()
         if lifecycle is not None:
             lifecycle.close()
+        guard.close()
 
 
 def run_setup(settings: ConsoleSettings, config_path: str) -> str | None:
     """The no-configuration screen; returns "demo" when the user asks for the demo."""
     from console.ui.app import DeckApp, UiOptions
+    from console.ui.terminal_guard import TerminalGuard
 
     app = DeckApp(None, options=UiOptions(layout=settings.layout, mouse=settings.mouse,
                                           setup_config_path=config_path))
-    return app.run(mouse=settings.mouse)
+    guard = TerminalGuard()
+    guard.install()
+    try:
+        return _run_guarded(app, guard, mouse=settings.mouse)
+    finally:
+        guard.close()
+
+
+def _run_guarded(app: Any, guard: Any, *, mouse: bool) -> str | None:
+    """``app.run`` on ``DeckDriver`` (output that cannot block for good), tied to ``guard``: a lost
+    terminal or a failed terminal read or write starts the deadline, which asks the app to leave
+    and bounds its output."""
+    import time
+
+    from textual.drivers.linux_driver import LinuxDriver
+
+    from console.ui.terminal_driver import DeckDriver, TerminalWriter, install_hooks
+
+    if app.driver_class is LinuxDriver:  # not headless, web or a TEXTUAL_DRIVER of the user's
+        app.driver_class = DeckDriver
+    install_hooks(guard.begin)
+    # Output already queued gets half a second to reach a live terminal; then it is dropped, so
+    # nothing waits on a stalled one.
+    guard.on_begin(lambda reason: TerminalWriter.give_up_all(time.monotonic() + GIVE_UP_OUTPUT))
+    guard.on_begin(lambda reason: app.exit_from_thread())
+    try:
+        result: str | None = app.run(mouse=mouse)
+        return result
+    finally:
+        install_hooks(None)
+
+
+GIVE_UP_OUTPUT = 0.5  # seconds after shutdown began
+
+
+def _policy_action(lifecycle: Any, settings: ConsoleSettings) -> TerminalLossAction | None:
+    """``settings.on_terminal_loss`` applied to the engines of a ``ManagerControl``."""
+    manager = getattr(lifecycle, "manager", None)
+    if manager is None:
+        return None
+    from console.lifecycle.terminal_loss import carry_out
+
+    policy = settings.on_terminal_loss
+    return lambda reason, done_by: carry_out(manager, policy, reason, done_by)
 
 
 def _lifecycle(config: Config) -> Any:

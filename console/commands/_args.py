@@ -1,0 +1,26 @@
+"""Argument groups that several commands share. Imports nothing heavy: every command module is
+imported to build `enginedeck --help`, so what they register with must stay cheap."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_common(p: argparse.ArgumentParser, *, name: bool = True) -> None:
+    """NAME and --config, for the lifecycle commands (up, down, restart, pull, adopt, logs, ps)."""
+    if name:
+        p.add_argument("name", metavar="NAME", help="engine instance name from the configuration")
+    p.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
+
+
+def add_console_flags(p: argparse.ArgumentParser) -> None:
+    """The flags `enginedeck`, `enginedeck demo` and `enginedeck attach` share."""
+    g = p.add_argument_group("console")
+    g.add_argument("--read-only", action="store_true", default=None,
+                   help="no mutating action anywhere (start/stop/restart are hidden and refused)")
+    g.add_argument("--layout", metavar="NAME", default=None,
+                   help="auto (by terminal size), compact, default or wide (layouts/*.tcss)")
+    g.add_argument("--refresh", metavar="SECS", type=float, default=None, help="collection period (default 1)")
+    g.add_argument("--no-mouse", action="store_true", default=None,
+                   help="do not capture the mouse (native terminal selection and copy work, e.g. over SSH)")
+    g.add_argument("--config", metavar="FILE", default=None, help="configuration file (default: platform path)")

@@ -1,0 +1,60 @@
+"""The layering holds at run time: checked in fresh interpreters, so nothing imported by other tests hides
+a violation.
+
+- The UI-free core (telemetry, lifecycle, the load/bench/playground clients, the simulator) loads no
+  Textual.
+- `enginedeck --help` builds every subcommand's parser but loads nothing heavy: the lifecycle, the
+  HTTP clients, pydantic (config), Docker and Textual come in only with the command that runs.
+"""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import console
+
+CORE_PACKAGES = ("console.telemetry", "console.lifecycle", "console.client", "console.sim")
+HEAVY = ("textual", "rich", "httpx", "aiohttp", "pydantic", "docker", "pynvml", "prometheus_client",
+         "console.lifecycle", "console.config", "console.telemetry", "console.ui")
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    loaded: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def _core_modules() -> list[str]:
+    names = []
+    for info in pkgutil.walk_packages(console.__path__, "console."):
+        if info.name.startswith(CORE_PACKAGES):
+            names.append(info.name)
+    assert len(names) > 40, names  # the walk found the packages (a broken walk must not pass silently)
+    return names
+
+
+@pytest.mark.parametrize("package", CORE_PACKAGES)
+def test_core_loads_no_textual(package: str) -> None:
+    modules = [m for m in _core_modules() if m == package or m.startswith(package + ".")]
+    loaded = _loaded_after("\n".join(f"import {m}" for m in modules))
+    assert set(modules) <= set(loaded)
+    ui = [m for m in loaded if m == "textual" or m.startswith(("textual.", "console.ui"))]
+    assert not ui, f"{package} pulls in {ui[:5]}"
+
+
+def test_help_loads_nothing_heavy() -> None:
+    loaded = _loaded_after(
+        "import contextlib, io\n"
+        "from console.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])"
+    )
+    assert "console.commands.status" in loaded and "console.commands.up" in loaded  # parsers were built
+    heavy = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert not heavy, f"--help imports {heavy[:8]}"
