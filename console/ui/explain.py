@@ -119,6 +119,16 @@ METRICS: dict[str, MetricInfo] = {
         ("itl",),
         _QUANT,
     ),
+    "tpot_p50": MetricInfo(
+        "Time per output token (TPOT), p50",
+        "Median of each request's own average gap between output tokens, (e2e - TTFT) / (tokens - 1), "
+        "observed once per request when it ends. Not an inter-token latency: a request's average hides "
+        "its stalls.",
+        "seconds",
+        "~10-60 ms on a GPU; rises with batch size",
+        ("tpot",),
+        _QUANT,
+    ),
     "errors": MetricInfo(
         "Failed requests",
         "Requests that finished with an error or were aborted, per second.",
@@ -230,6 +240,15 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
             out.append(f"    note: {m.note}\n", style="dim")
     if not shown and metric != "prefix_hit_rate":
         out.append("  this engine's profile maps no raw metric for it: shown as n/a, never 0\n", style=fmt.WARN)
+        tpot = profile.metrics.map.get("tpot")
+        if "itl" in info.canonical and tpot is not None:
+            # TGI/trtllm publish a per-request mean time per token: a TPOT, not an ITL.
+            out.append(
+                f"  it has a per-request mean time per output token ({' | '.join(tpot.names)}): that is a TPOT "
+                "(each request's average gap), not the gaps between tokens, so it is shown as TPOT (status "
+                "tpot_s), not here\n",
+                style="dim",
+            )
     if len(info.canonical) and any(len(profile.metrics.map[c].names) > 1 for c in info.canonical
                                    if c in profile.metrics.map):
         out.append("  (several names: the first one present in the payload wins; older ones are legacy)\n",
