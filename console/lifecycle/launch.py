@@ -67,7 +67,7 @@ class LaunchSpec:
     argv: tuple[str, ...]  # process: full command; docker: the container command (args)
     entrypoint: tuple[str, ...] | None = None  # docker only; None = the image's own
     image: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)  # docker: only what is passed; process: overrides
+    env: Mapping[str, str] = field(default_factory=dict)  # what is passed (process: over process_backend.BASE_ENV)
     secrets: tuple[str, ...] = ()
     bind: str = "127.0.0.1"
     host_port: int = 0
@@ -247,7 +247,13 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
         if not template:
             raise UserError(f"{inst.name}: profile {prof.name} has no process command; set command = [...]")
         argv = expand(template, values, cfg.extra_args)
+        # Only what the configuration names reaches the process (process_backend adds PATH, HOME,
+        # locale and the like): never the console's whole environment with its unrelated secrets.
         env = dict(cfg.env)
+        passthrough = cfg.env_passthrough if cfg.env_passthrough is not None else list(prof.container.env_passthrough)
+        for name in passthrough:
+            if name in env_src:
+                env[name] = env_src[name]
         if key:
             if prof.process.api_key_env:
                 env[prof.process.api_key_env] = key

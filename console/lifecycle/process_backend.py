@@ -368,10 +368,29 @@ class ForeignProcessHandle:
         drop_record(self.rec.name, self.rec.pid)
 
 
+# What any program needs from the console's environment, whatever the configuration says: where
+# programs, libraries and Python packages are, the user, locale and terminal, temporary and cache
+# directories, the CA bundle for HTTPS downloads, and the GPUs the shell chose. Everything else
+# (HF_TOKEN, proxies, cloud credentials) reaches an engine only by `env_passthrough` or `env`.
+BASE_ENV = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
+    "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+    "XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+    "HF_HOME", "HF_HUB_CACHE", "CUDA_HOME", "CUDA_VISIBLE_DEVICES",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+})  # fmt: skip
+
+
+def base_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The part of ``environ`` (default: ours) every process engine gets (``BASE_ENV``, ``LC_*``)."""
+    src = os.environ if environ is None else environ
+    return {k: v for k, v in src.items() if k in BASE_ENV or k.startswith("LC_")}
+
+
 def launch(spec: LaunchSpec) -> ProcessHandle:
     """Start the engine process in its own group; a clear error when it cannot start."""
     check_port_free(spec.bind, spec.host_port)
-    env = dict(os.environ)
+    env = base_environment()
     env.update(spec.env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     _ensure_atexit()
