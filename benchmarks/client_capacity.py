@@ -38,19 +38,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from console.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 MODEL = "Qwen/Qwen3-0.6B"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_sims(n: int, speed: float) -> list[tuple[subprocess.Popen[bytes], str]]:

@@ -16,17 +16,12 @@ import json
 import multiprocessing as mp
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from console.ports import free_port
 
 
 def _client_proc(url: str, n: int, t_start: float, t_end: float, engine: str, q: mp.Queue) -> None:  # type: ignore[type-arg]
@@ -76,7 +71,7 @@ def main() -> int:
     ap.add_argument("--speed", type=float, default=1000.0, help="simulator --speed (decode step time / F)")
     args = ap.parse_args()
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "console", "sim", "--engine", args.engine, "--port", str(port), "--speed",
            str(args.speed), "--max-running", str(max(64, args.clients)), "--kv-blocks", "100000",

@@ -37,6 +37,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from console.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -93,12 +95,6 @@ asyncio.run(main())
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait(url: str) -> None:
     for _ in range(300):
         try:
@@ -127,7 +123,7 @@ def run_fixed(args: argparse.Namespace) -> None:
     from console.client.workloads import Prompt, words
     from console.profiles import get_profile
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-c", FIXED_SERVER, str(port), str(args.prefill_ms), str(args.gap_ms),
                              str(args.output_len)], cwd=ROOT, start_new_session=True)  # fmt: skip

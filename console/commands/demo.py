@@ -90,7 +90,7 @@ class DemoFleet:
     @classmethod
     def start(cls, timeout: float = START_TIMEOUT, seed: int = 1) -> DemoFleet:
         from console.lifecycle.manager import LifecycleManager
-        from console.sim.fleet import free_port
+        from console.ports import free_port
 
         config = demo_config({f: free_port() for f in FLAVOURS}, seed=seed)
         manager = LifecycleManager(config)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from console.ports import free_port
 from console.sim.engines import DEFAULT_MODELS, FLAVOURS
 from console.sim.load import LoadTarget, LoadThread
 
@@ -31,12 +31,6 @@ DEFAULT_ENGINES = ("vllm", "sglang", "trtllm", "tgi")
 # A small KV pool (in 16-token blocks) so the synthetic load fills it at its peaks: KV usage, the
 # waiting queue and preemptions visibly move. llama.cpp keeps its per-slot contexts.
 FLEET_KV_BLOCKS = {"vllm": 448, "sglang": 448, "trtllm": 448, "tgi": 448}
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

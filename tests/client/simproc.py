@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from console.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -24,12 +25,6 @@ def sim_available() -> bool:
 
 
 needs_sim = pytest.mark.skipif(not sim_available(), reason="console/sim not present")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class SimProc:

@@ -25,7 +25,6 @@ import pytest
 
 from tests.conformance import engine_app as ea
 
-
 APP = Path(__file__).with_name("engine_app.py")
 RATES = (300.0, 120.0)  # prompt, generation tokens/s per replica
 METRICS_PATH = {"vllm": "/metrics", "sglang": "/metrics", "trtllm": "/prometheus/metrics"}

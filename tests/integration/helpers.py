@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from console.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GGUF_GENERATOR = REPO_ROOT / "tests" / "assets" / "make_tiny_gguf.py"
@@ -48,11 +49,6 @@ def skip_llamacpp() -> bool:
     return env_flag("ENGINEDECK_SKIP_LLAMACPP")
 
 
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago (bind to port 0, then release)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cache_dir() -> Path:

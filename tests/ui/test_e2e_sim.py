@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import pytest
 from textual.widgets import DataTable
 
 from console.config import parse_engine_ref
+from console.ports import free_port
 from console.telemetry.hub import Hub
 from console.ui.app import DeckApp, UiOptions
 from console.ui.widgets.line import Line
@@ -30,15 +30,11 @@ REFRESH = 1.0
 SLACK = 1.5  # scheduling slack on a shared 2-core CI machine
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
 def _simulator(engine: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "console", "sim", "--engine", engine, "--host", "127.0.0.1", "--port", str(port),
          "--load-time", "0", "--no-access-log"],
