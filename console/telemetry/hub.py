@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import httpx
@@ -29,6 +31,7 @@ from console.model import (
     HostSnapshot,
     ModelMetrics,
     Phase,
+    RawSeries,
     SourceState,
 )
 from console.telemetry.history import History
@@ -36,6 +39,17 @@ from console.telemetry.scrape import EngineProbe, Health
 from console.telemetry.source import ENGINE_SERIES, Listener
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
+
+log = logging.getLogger(__name__)
+# Records go to whatever the application configures; never to stderr by default (a TUI owns it).
+log.addHandler(logging.NullHandler())
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (task-group) exception groups: the one worth naming."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _fresh(updated_at: float) -> Freshness:
@@ -64,17 +78,36 @@ def mark_late(e: EngineSnapshot, now: float, period: float) -> EngineSnapshot:
     return replace(e, metrics_freshness=late)
 
 
+@dataclass(frozen=True, slots=True)
+class _Digest:
+    """What one metrics payload gave, computed in a worker thread."""
+
+    models: tuple[ModelMetrics, ...]
+    total: ModelMetrics
+    missing: tuple[str, ...]
+    raw: tuple[RawSeries, ...] | None  # only when every family was parsed (want_raw)
+    unmapped: tuple[str, ...] | None
+
+
 class EngineCollector:
-    """Collects one engine: health every period, identity on (re)connect, metrics when answering."""
+    """Collects one engine: health every period, identity on (re)connect, metrics when answering.
+
+    A payload is parsed, normalised and windowed in a worker thread (``executor``), never on the
+    hub's loop, and within the engine's own time budget: one engine's huge or pathological payload
+    marks that engine and delays no other. At most one payload per engine is in work at a time.
+    """
 
     IDENTITY_EVERY = 30  # periods between identity refreshes while connected
     HEALTH_EVERY = 5  # while metrics answer, the health endpoint is asked only every N periods
 
-    def __init__(self, instance: EngineInstance, client: httpx.AsyncClient, *, period: float) -> None:
+    def __init__(self, instance: EngineInstance, client: httpx.AsyncClient, *, period: float,
+                 executor: Executor | None = None) -> None:
         from console.telemetry.windows import EngineMetricsState
 
         self.instance = instance
         self.period = period
+        self.executor = executor  # None: the loop's default executor
+        self._digesting: asyncio.Future[_Digest | str] | None = None
         self.probe = EngineProbe(instance, client, timeout=max(0.5, min(2.0, period * 1.5)))
         self.state = EngineMetricsState(instance.profile)
         self.identity: EngineIdentity | None = None
@@ -97,9 +130,59 @@ class EngineCollector:
             health_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
         )
 
-    async def collect(self) -> EngineSnapshot:
+    @property
+    def digest_budget(self) -> float:
+        """Seconds a payload may take to process before the engine is marked for it."""
+        return max(1.0, self.period * 2)
+
+    @property
+    def collect_timeout(self) -> float:
+        """Seconds a whole collection (probes and processing) may take."""
+        return max(2.0, self.period * 3) + self.digest_budget
+
+    def fail(self, reason: str) -> EngineSnapshot:
+        """This round did not finish: the metrics go stale with ``reason`` (a ready engine shows as
+        degraded, with the reason), and nothing else changes."""
+        now = time.time()
+        prev = self.snapshot
+        snap = replace(prev, taken_at=now, metrics_freshness=_stale(prev.metrics_freshness, now, reason))
+        if prev.phase is Phase.READY:
+            snap = replace(snap, phase=Phase.DEGRADED, health_detail=reason)
+        self.snapshot = snap
+        return snap
+
+    async def _digest(self, body: bytes, mono: float) -> _Digest | str:
+        """The payload processed in a worker thread within ``digest_budget``; a string says why not."""
+        path = self.instance.profile.metrics.path
+        busy = self._digesting
+        if busy is not None and not busy.done():
+            return f"{path}: still processing an earlier payload (over {self.digest_budget:g} s)"
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(self.executor, self._digest_sync, body, mono, self.want_raw)
+        # A late result is not awaited by anyone: fetch its exception so none goes unreported.
+        work.add_done_callback(lambda f: None if f.cancelled() else f.exception())
+        self._digesting = work
+        try:
+            return await asyncio.wait_for(asyncio.shield(work), timeout=self.digest_budget)
+        except TimeoutError:
+            size = len(body) / 2**20
+            return f"{path}: payload ({size:.1f} MiB) took longer than {self.digest_budget:g} s to process"
+
+    def _digest_sync(self, body: bytes, mono: float, want_raw: bool) -> _Digest | str:
+        """Worker thread: parse, normalise, add to the windows. Only one runs per engine at a time,
+        so ``self.state`` is never touched by two threads at once."""
         from console.telemetry.normalize import normalize
 
+        reading = normalize(self.instance.profile, body, full=want_raw)
+        if not reading.ok:
+            return f"{self.instance.profile.metrics.path}: unparseable payload ({reading.error_summary()})"
+        self.state.ingest(mono, reading)
+        models, total = self.state.metrics()
+        if want_raw:
+            return _Digest(models, total, reading.missing, reading.raw, reading.unmapped)
+        return _Digest(models, total, reading.missing, None, None)
+
+    async def collect(self) -> EngineSnapshot:
         now = time.time()
         prev = self.snapshot
         resp = None
@@ -140,18 +223,16 @@ class EngineCollector:
         models: tuple[ModelMetrics, ...] = prev.models
         total = prev.total
         if resp.ok:
-            reading = normalize(self.instance.profile, resp.body, full=self.want_raw)
-            if reading.ok:
-                self.state.ingest(mono, reading)
-                models, total = self.state.metrics()
-                missing = reading.missing
-                if self.want_raw:
-                    raw, unmapped = reading.raw, reading.unmapped
-                # Stamp the data with the moment the payload arrived, not when the probe began.
-                metrics_fresh = _fresh(time.time())
+            # Stamp the data with the moment the payload arrived, not when the probe began.
+            arrived = time.time()
+            digest = await self._digest(resp.body, mono)
+            if isinstance(digest, str):
+                metrics_fresh = _stale(prev.metrics_freshness, now, digest)
             else:
-                reason = f"{self.instance.profile.metrics.path}: unparseable payload ({reading.error_summary()})"
-                metrics_fresh = _stale(prev.metrics_freshness, now, reason)
+                models, total, missing = digest.models, digest.total, digest.missing
+                if digest.raw is not None and digest.unmapped is not None:
+                    raw, unmapped = digest.raw, digest.unmapped
+                metrics_fresh = _fresh(arrived)
         else:
             reason = f"{self.instance.profile.metrics.path}: {resp.reason()}"
             if resp.status == 404 and self.instance.profile.metrics.enable_hint:
@@ -345,10 +426,21 @@ class Hub:
         self._wake = self._new_wake()
         ready.set()
         limits = httpx.Limits(max_connections=max(8, 4 * len(self._instances)), max_keepalive_connections=32)
+        # One worker per engine: each engine has at most one payload in work, so no engine ever
+        # queues behind another's.
+        digesters = ThreadPoolExecutor(max_workers=max(1, len(self._instances)), thread_name_prefix="enginedeck-digest")
+        try:
+            await self._collect_all(limits, digesters)
+        finally:
+            digesters.shutdown(wait=False, cancel_futures=True)
+        self._close_sources()
+
+    async def _collect_all(self, limits: httpx.Limits, digesters: Executor) -> None:
+        assert self._stop is not None
         async with httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False) as client:
             for inst in self._instances:
                 period = inst.config.scrape_period or self._refresh
-                c = EngineCollector(inst, client, period=period)
+                c = EngineCollector(inst, client, period=period, executor=digesters)
                 c.want_raw = inst.name == getattr(self, "_detail", None)
                 c.wake = self._new_wake()
                 self._collectors[inst.name] = c
@@ -366,34 +458,42 @@ class Hub:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        self._close_sources()
 
     async def _sleep(self, seconds: float) -> None:
         assert self._wake is not None
         await self._nap(self._wake, seconds)
 
     async def _engine_loop(self, c: EngineCollector) -> None:
+        """Collect one engine every period, forever: nothing that goes wrong in one round (a
+        timeout, a bug, a payload nobody foresaw) ends the loop; it becomes the engine's stale
+        reason, is logged, and the next round runs as usual."""
+        last_error = ""
         while True:
             started = time.monotonic()
             try:
-                # A collection that overruns its deadline is abandoned; its engine goes stale.
-                snap = await asyncio.wait_for(c.collect(), timeout=max(2.0, c.period * 3))
-            except TimeoutError:
-                now = time.time()
-                reason = f"collection took longer than {max(2.0, c.period * 3):g} s"
-                snap = replace(
-                    c.snapshot,
-                    taken_at=now,
-                    metrics_freshness=_stale(c.snapshot.metrics_freshness, now, reason),
-                )
-                c.snapshot = snap
-            with self._lock:
-                gpus = self._gpu_assignment.get(c.instance.name, snap.gpus)
-                self._engines[c.instance.name] = replace(snap, gpus=gpus)
-            if not self._first_round.is_set():
-                self._collected.add(c.instance.name)
-                if len(self._collected) == len(self._collectors):
-                    self._first_round.set()
+                try:
+                    # A collection that overruns its deadline is abandoned; its engine goes stale.
+                    snap = await asyncio.wait_for(c.collect(), timeout=c.collect_timeout)
+                except TimeoutError:
+                    snap = c.fail(f"collection took longer than {c.collect_timeout:g} s")
+                except Exception as exc:
+                    leaf = _leaf(exc)
+                    reason = f"collection failed: {type(leaf).__name__}: {leaf}"[:200]
+                    if reason != last_error:  # the traceback once per distinct failure
+                        log.warning("engine %s: %s", c.instance.name, reason, exc_info=True)
+                    last_error = reason
+                    snap = c.fail(reason)
+                else:
+                    last_error = ""
+                with self._lock:
+                    gpus = self._gpu_assignment.get(c.instance.name, snap.gpus)
+                    self._engines[c.instance.name] = replace(snap, gpus=gpus)
+                if not self._first_round.is_set():
+                    self._collected.add(c.instance.name)
+                    if len(self._collected) == len(self._collectors):
+                        self._first_round.set()
+            except Exception:  # bookkeeping itself failed: log it and keep the loop alive
+                log.exception("engine %s: collection loop", c.instance.name)
             elapsed = time.monotonic() - started
             assert c.wake is not None
             await self._nap(c.wake, max(0.05, c.period - elapsed))

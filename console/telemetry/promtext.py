@@ -45,8 +45,13 @@ _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*(?:\\.[^"\\]*)*)"\s*(,|$)', re.DOTALL)
 _SPACE_RE = re.compile(r"\s*")
 _LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-# The ``name=`` heads of a label text without escapes, joined with '"' where each value was.
+# The ``name=`` heads of a label text without escapes, joined with '"' where each value was: the
+# first head, and the heads after it (each starts with the comma after the previous value).
 _HEADS_RE = re.compile(r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*(?:"\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*)*')
+_MORE_HEADS_RE = re.compile(r'\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*(?:"\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*)*')
+# Heads checked per regex call: a regex holds the GIL for its whole run, and a parse in a worker
+# thread must not stall the hub's loop for long on megabytes of labels.
+_HEADS_PER_CALL = 8192
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _ESCAPE_RE = re.compile(r"\\[\\\"n]")
 
@@ -150,12 +155,17 @@ def _split_plain(text: str) -> dict[str, str]:
         return {}
     if tail and tail != ",":
         raise ValueError(f"malformed label set near {tail[:30]!r}")
-    heads = '"'.join(parts[0:last:2])
-    if _HEADS_RE.fullmatch(heads) is None:
-        m = _HEADS_RE.match(heads)
-        near = heads[m.end() if m else 0 :][:30]
-        raise ValueError(f"malformed label set near {near!r}")
-    return dict(zip(_LABEL_NAME_RE.findall(heads), parts[1:last:2], strict=True))
+    all_heads = parts[0:last:2]
+    names: list[str] = []
+    for start in range(0, len(all_heads), _HEADS_PER_CALL):
+        heads = '"'.join(all_heads[start : start + _HEADS_PER_CALL])
+        heads_re = _HEADS_RE if start == 0 else _MORE_HEADS_RE
+        if heads_re.fullmatch(heads) is None:
+            m = heads_re.match(heads)
+            near = heads[m.end() if m else 0 :][:30]
+            raise ValueError(f"malformed label set near {near!r}")
+        names += _LABEL_NAME_RE.findall(heads)
+    return dict(zip(names, parts[1:last:2], strict=True))
 
 
 def _match_escaped(text: str) -> dict[str, str]:

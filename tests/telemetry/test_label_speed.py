@@ -56,3 +56,10 @@ def test_label_sets_still_parse(text: str, expected: tuple[tuple[str, str], ...]
 def test_malformed_label_sets_still_raise(text: str) -> None:
     with pytest.raises(ValueError):
         promtext.parse_labels(text)
+
+
+def test_a_fault_far_into_a_huge_label_set_is_found() -> None:
+    line, _ = _huge_label_line(1024 * 1024)
+    broken = line.replace('l040000="v00040000"', 'l040000="v00040000" l040001x="1"')
+    result = promtext.parse(broken)
+    assert result.sample_count == 0 and result.error_count == 1 and "malformed label set" in result.errors[0]
