@@ -68,7 +68,8 @@ def foreign_hint(profile: EngineProfile, reading: Reading, payload: bytes | str)
     if not names:
         return None  # no samples at all: not a metrics payload (said elsewhere)
     own = _namespaces(profile)
-    if any(n.startswith(own) or n.replace("_", ":", 1).startswith(own) for n in names):
+    # Any family of the engine's own, even one only declared (HELP/TYPE) or with malformed samples.
+    if any(n.startswith(own) or n.replace("_", ":", 1).startswith(own) for n in parsed.families):
         return None  # the engine's own families, none of them mapped yet (idle)
     looks = list(dict.fromkeys(what for prefix, what in _KNOWN if any(n.startswith(prefix) for n in names)))
     shown = ", ".join(names[:_SHOWN]) + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
