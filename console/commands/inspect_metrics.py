@@ -158,8 +158,11 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
             httpx.Client(timeout=TIMEOUT_S, follow_redirects=True) as client,
             client.stream("GET", url, headers=headers) as resp,
         ):
+            # Label the data by the URL that answered (after redirects; httpx drops the key on a
+            # redirect to another origin).
+            answered = str(resp.url)
             if resp.status_code != 200:
-                raise UserError(_http_error(profile, url, resp.status_code, key is not None))
+                raise UserError(_http_error(profile, answered, resp.status_code, key is not None))
             try:
                 body = BoundedBody(resp.headers.get("content-encoding", ""), MAX_BYTES)
                 for chunk in resp.iter_raw():
@@ -174,7 +177,7 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
         raise UserError(f"{url}: no answer within {TIMEOUT_S:g} s") from None
     except httpx.HTTPError as exc:
         raise UserError(f"{url}: {type(exc).__name__}: {exc}") from None
-    return data, url
+    return data, answered
 
 
 def _http_error(profile: Any, url: str, status: int, sent_key: bool) -> str:

@@ -109,9 +109,10 @@ class EngineProbe:
         self.ever_ready = False
 
     def _headers(self, path: str) -> dict[str, str]:
+        # The key goes only where the profile says the engine checks it (an engine that guards
+        # more, such as older SGLang builds on /metrics, needs a profile override saying so).
         key = self.instance.api_key
-        if key and (self.profile.path_needs_key(path) or path == self.profile.metrics.path):
-            # The metrics path gets the key whenever one is configured: older SGLang guarded it.
+        if key and self.profile.path_needs_key(path):
             return {"Authorization": f"Bearer {key}"}
         return {}
 
