@@ -123,6 +123,22 @@ class EngineIdentity:
 
 
 @dataclass(frozen=True, slots=True)
+class LifecycleView:
+    """What engine control knows of a managed engine. Its phase wins over HTTP probing while the
+    engine starts, loads, stops or has ended, where a refused connection cannot tell those apart."""
+
+    phase: Phase
+    detail: str = ""
+    # How the last run ended: stopped (by this console), outside, crashed, failed, gave-up,
+    # unknown; "" while it runs (console.lifecycle.state.ENDINGS).
+    ended: str = ""
+    exit_code: int | None = None
+    oom_killed: bool = False
+    since: float | None = None  # wall-clock time the phase began
+    countdown: int | None = None  # stopping: whole seconds before SIGKILL
+
+
+@dataclass(frozen=True, slots=True)
 class EngineSnapshot:
     """Everything known about one engine instance at one moment."""
 
@@ -148,6 +164,7 @@ class EngineSnapshot:
     cpu_percent: float | None = None
     rss_bytes: int | None = None
     last_log_line: str = ""
+    lifecycle: LifecycleView | None = None  # managed engines: what engine control says
 
     @property
     def live(self) -> bool:

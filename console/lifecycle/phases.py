@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from console.config import Timeouts
-from console.lifecycle.state import STARTING_PHASES, Backend, InstanceState
+from console.lifecycle.state import REQUESTED_EXIT_CODES, STARTING_PHASES, Backend, InstanceState
 from console.model import Phase
 
 LoadingSignal = Literal["refused", "503"]
@@ -73,6 +73,7 @@ class PhaseMachine:
         self._last_log_at: float | None = None
         self._start_at: float | None = None
         self._stop_reason = ""
+        self._outside_stop = False  # the engine ended without us asking; watching for a restart
 
     # ----------------------------------------------------------------- reading
     @property
@@ -106,6 +107,7 @@ class PhaseMachine:
         self._last_log_at = None
         self._start_at = None
         self._stop_reason = ""
+        self._outside_stop = False
 
     def pulling(self, percent: float | None, detail: str = "") -> None:
         self._set(Phase.PULLING, progress=percent, detail=detail or "pulling image")
@@ -134,6 +136,7 @@ class PhaseMachine:
             exit_code=None,
             oom_killed=False,
             countdown=None,
+            ended="",
         )
 
     def attached(
@@ -161,6 +164,7 @@ class PhaseMachine:
             config_hash=config_hash,
             config_changed=config_changed,
             monitor_only=monitor_only,
+            ended="",
         )
 
     def found_exited(
@@ -185,6 +189,7 @@ class PhaseMachine:
             container_id=container_id,
             address=address,
             countdown=None,
+            ended=ending_of(code, oom),
         )
 
     def log_line(self, text: str) -> None:
@@ -197,7 +202,7 @@ class PhaseMachine:
         ph = self.phase
         if ph in (Phase.STARTING, Phase.LOADING):
             if r.ready:
-                self._set(Phase.READY, detail=f"{r.models} model(s) listed")
+                self._set(Phase.READY, detail=_models_listed(r.models))
             elif r.kind == "refused":
                 if "refused" in self.loading:
                     self._set(Phase.LOADING, detail="connection refused (model loading)")
@@ -216,7 +221,7 @@ class PhaseMachine:
                 self._set(detail=_probe_text(r))
         elif ph in (Phase.READY, Phase.DEGRADED, Phase.UNHEALTHY):
             if r.ready:
-                self._set(Phase.READY, detail=f"{r.models} model(s) listed")
+                self._set(Phase.READY, detail=_models_listed(r.models))
             elif r.kind == "http" and r.status in (200, 401, 403):
                 what = "no model listed" if r.status == 200 else f"{r.status}: API key missing or wrong"
                 self._set(Phase.DEGRADED, detail=what)
@@ -271,39 +276,56 @@ class PhaseMachine:
     def waiting_for_gpu(self, detail: str) -> None:
         self._set(Phase.STOPPING, countdown=None, detail=detail)
 
+    def ended_outside(self, code: int | None) -> None:
+        """The engine ended with a requested exit code nobody here asked for: someone stopped or is
+        restarting it outside this enginedeck. Shown as stopping until a restart is found or not."""
+        self._outside_stop = True
+        text = f"exit code {code}" if code is not None else "no exit code"
+        self._set(Phase.STOPPING, detail=f"ended outside this console ({text}); watching for a restart",
+                  countdown=None)
+
     def exited(self, code: int | None, *, oom: bool = False, last_lines: tuple[str, ...] = (), note: str = "") -> None:
         """The engine's process ended. Before it was ever ready that is a failed start."""
         was = self.phase
-        text = f"exit code {code}" if code is not None else "exited"
+        text = f"exit code {code}" if code is not None else "no exit code"
         if oom:
             text += " (OOMKilled)"
         tail = last_lines[-LAST_LINES:]
+        outside = self._outside_stop
+        stopped_here = was is Phase.STOPPING and not outside
         # Never ready in this run (a 401/other server answering on the port does not count).
         never_ready = not self._state.saw(Phase.READY)
-        if (was in STARTING_PHASES or never_ready) and was is not Phase.STOPPING and not self._stop_reason:
+        if (was in STARTING_PHASES or never_ready) and not stopped_here and not outside and not self._stop_reason:
             last = f": {tail[-1]}" if tail else ""
             reason = f"exited during {was.value} with {text}{last}"
-            self._set(Phase.FAILED, detail=reason, exit_code=code, oom_killed=oom, last_log_lines=tail, countdown=None)
+            self._set(Phase.FAILED, detail=reason, exit_code=code, oom_killed=oom, last_log_lines=tail, countdown=None,
+                      ended="failed")
             return
         if self._stop_reason:
-            detail = f"{self._stop_reason}; {text}"
-            phase = Phase.FAILED
-        elif was is Phase.STOPPING:
-            detail = f"stopped ({text})"
-            phase = Phase.EXITED
+            detail, phase, ended = f"{self._stop_reason}; {text}", Phase.FAILED, "gave-up"
+        elif stopped_here:
+            detail, phase, ended = f"stopped ({text})", Phase.EXITED, "stopped"
         elif code == 143:
-            detail = "terminated by SIGTERM from outside this enginedeck (exit code 143)"
-            phase = Phase.EXITED
+            detail, phase, ended = ("terminated by SIGTERM from outside this enginedeck (exit code 143)",
+                                    Phase.EXITED, "outside")
         else:
-            detail = f"exited unexpectedly with {text}"
-            phase = Phase.EXITED
+            ended, phase = ending_of(code, oom), Phase.EXITED
+            if ended == "unknown":
+                detail = "ended with no exit code to tell why (it is not a child of this enginedeck)"
+            elif ended == "outside":
+                detail = f"stopped outside this console with {text}"
+            else:
+                detail = f"exited unexpectedly with {text}"
         if note:
             detail = f"{detail}; {note}"
-        self._set(phase, detail=detail, exit_code=code, oom_killed=oom, last_log_lines=tail, countdown=None)
+        self._outside_stop = False
+        self._set(phase, detail=detail, exit_code=code, oom_killed=oom, last_log_lines=tail, countdown=None,
+                  ended=ended)
 
     def failed(self, reason: str, *, exit_code: int | None = None, last_lines: tuple[str, ...] = ()) -> None:
         self._set(
             Phase.FAILED,
+            ended="failed",
             detail=reason,
             exit_code=exit_code,
             last_log_lines=last_lines[-LAST_LINES:],
@@ -318,6 +340,20 @@ class PhaseMachine:
         if warning is not None:
             changes["warning"] = warning
         self._set(**changes)
+
+
+def _models_listed(n: int) -> str:
+    return "1 model listed" if n == 1 else f"{n} models listed"
+
+
+def ending_of(code: int | None, oom: bool = False) -> str:
+    """How an exit nobody here asked for reads: a requested code is a stop from outside, no code
+    tells nothing, anything else (an error code, a signal, OOMKilled) is a crash."""
+    if oom:
+        return "crashed"
+    if code is None:
+        return "unknown"
+    return "outside" if code in REQUESTED_EXIT_CODES else "crashed"
 
 
 def _probe_text(r: ProbeResult) -> str:

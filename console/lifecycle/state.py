@@ -21,6 +21,15 @@ RUNNING_PHASES = frozenset(
 )
 
 
+# How a run ended: stopped by this enginedeck on request; stopped or restarted from outside it (a
+# clean exit, SIGTERM or SIGINT nobody here asked for); crashed (any other exit code, a signal,
+# OOMKilled); failed to start; given up by enginedeck (a start that made no progress); or ended
+# with no exit code to tell (a process another enginedeck started, a container removed).
+ENDINGS = ("stopped", "outside", "crashed", "failed", "gave-up", "unknown")
+# Exit codes of a requested end: clean exit, SIGINT (130), SIGTERM (143).
+REQUESTED_EXIT_CODES = frozenset({0, 130, 143})
+
+
 class Backend(StrEnum):
     DOCKER = "docker"
     PROCESS = "process"
@@ -61,6 +70,8 @@ class InstanceState:
     config_changed: bool = False
     # Monitor-only: found running but not started by enginedeck (adopt to control it).
     monitor_only: bool = False
+    # How the last run ended ("" while running or never started), see ``ENDINGS``.
+    ended: str = ""
     history: tuple[tuple[Phase, float], ...] = field(default=())
 
     @property

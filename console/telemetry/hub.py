@@ -29,6 +29,7 @@ from console.model import (
     Freshness,
     GpuFleet,
     HostSnapshot,
+    LifecycleView,
     ModelMetrics,
     Phase,
     RawSeries,
@@ -275,7 +276,7 @@ class Hub:
         history_capacity: int = 3600,
         simulated_gpu_count: int = 8,
         pids_of: Callable[[str], tuple[int, ...]] | None = None,
-        lifecycle_phase: Callable[[str], tuple[Phase, str] | None] | None = None,
+        lifecycle_phase: Callable[[str], LifecycleView | tuple[Phase, str] | None] | None = None,
     ) -> None:
         """``pids_of(name)``: the current process ids of an engine the lifecycle layer runs (they
         change on restart); without it an instance's own ``pids`` are used.
@@ -291,6 +292,7 @@ class Hub:
         self._sim_gpu_count = simulated_gpu_count
         self._pids_of = pids_of
         self._lifecycle_phase = lifecycle_phase
+        self._lifecycle_seen: dict[str, Phase] = {}
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -577,9 +579,6 @@ class Hub:
                 self._publish()
             await self._sleep(self._refresh)
 
-    _LIFECYCLE_WINS = frozenset({Phase.PULLING, Phase.CREATING, Phase.STARTING, Phase.LOADING, Phase.STOPPING,
-                                 Phase.EXITED, Phase.FAILED})
-
     def _with_lifecycle(self, e: EngineSnapshot) -> EngineSnapshot:
         assert self._lifecycle_phase is not None
         try:
@@ -588,10 +587,13 @@ class Hub:
             return e
         if known is None:
             return e
-        phase, detail = known
-        if phase in self._LIFECYCLE_WINS and not (e.reachable and e.phase is Phase.READY and phase is Phase.LOADING):
-            return replace(e, phase=phase, health_detail=detail or e.health_detail)
-        return e
+        view = known if isinstance(known, LifecycleView) else LifecycleView(known[0], known[1])
+        seen = self._lifecycle_seen.get(e.name)
+        self._lifecycle_seen[e.name] = view.phase
+        c = self._collectors.get(e.name)
+        if seen is not None and seen is not view.phase and c is not None and c.wake is not None:
+            c.wake.set()  # a phase change (started, ready, stopped): probe it now, not a period later
+        return merge_lifecycle(e, view)
 
     def _period_of(self, name: str) -> float:
         c = self._collectors.get(name)
@@ -656,6 +658,26 @@ class Hub:
         if poller is not None:
             with contextlib.suppress(Exception):
                 poller.close()
+
+
+# Lifecycle phases that win over what HTTP probing says (a refused connection cannot tell them apart).
+LIFECYCLE_WINS = frozenset({Phase.PULLING, Phase.CREATING, Phase.STARTING, Phase.LOADING, Phase.STOPPING,
+                            Phase.EXITED, Phase.FAILED})
+
+
+def merge_lifecycle(e: EngineSnapshot, view: LifecycleView) -> EngineSnapshot:
+    """An engine's snapshot with what engine control knows. Its phase wins while the engine starts,
+    loads, stops or has ended (except an answering, ready engine the lifecycle still calls
+    loading). Once the lifecycle calls it ready, an HTTP failure from before that moment (the
+    stop of a restart) is old news: it shows as loading until the first sample, not unreachable."""
+    if view.phase in LIFECYCLE_WINS and not (e.reachable and e.phase is Phase.READY and view.phase is Phase.LOADING):
+        return replace(e, phase=view.phase, health_detail=view.detail or e.health_detail, lifecycle=view)
+    failing_since = e.health_freshness.stale_since
+    if (view.phase in (Phase.READY, Phase.DEGRADED) and not e.reachable and view.since is not None
+            and (failing_since is None or failing_since <= view.since)):
+        return replace(e, phase=Phase.LOADING, health_detail="ready; waiting for the first metrics sample",
+                       lifecycle=view)
+    return replace(e, lifecycle=view)
 
 
 def record(h: History, snap: FleetSnapshot) -> None:

@@ -177,9 +177,13 @@ class DeckApp(App[str | None]):
     @on(LifecycleDone)
     def _on_lifecycle_done(self, message: LifecycleDone) -> None:
         if message.error:
-            self.notify(f"{message.verb} {message.engine} failed: {message.error}", severity="error", timeout=10)
+            # The lifecycle's one-line message, as the headless command prints it.
+            err = message.error
+            text = err if err.startswith(message.engine) else f"{message.engine}: {message.verb} failed: {err}"
+            self.notify(text, severity="error", timeout=10)
         else:
-            self.notify(f"{message.verb} {message.engine}: done")
+            done = {"start": "started, ready", "restart": "restarted, ready", "stop": "stopped"}
+            self.notify(f"{message.engine}: {done.get(message.verb, message.verb + ' done')}")
 
     # -- lifecycle of the app -----------------------------------------------------------------
 
@@ -332,14 +336,13 @@ class DeckApp(App[str | None]):
             self.notify("select an engine first", severity="warning")
             return
         ctl = self.lifecycle
-        if ctl is None:
-            # HOOK: console/lifecycle is not wired into this console yet; say so and do nothing.
-            self.notify(f"{verb}: engine control is not available in this console yet; nothing was done",
-                        severity="warning")
-            return
-        if not ctl.can_control(engine):
-            self.notify(f"{engine} is monitor-only (not started by enginedeck): cannot {verb} it",
-                        severity="warning")
+        if ctl is None or not ctl.can_control(engine):
+            from console.ui.control import not_managed_message
+
+            inst = self.instances.get(engine)
+            msg = not_managed_message(engine, verb, adhoc=inst is None or inst.adhoc)
+            self.notify(msg, severity="warning", timeout=15)
+            self.run_worker(lambda: _audit_refusal(verb, engine, "not managed by enginedeck"), thread=True)
             return
         snap = self.fleet.engine(engine) if self.fleet else None
         # Only a live count is worth a warning: an unreachable engine's last values are history.
@@ -358,12 +361,24 @@ class DeckApp(App[str | None]):
 
     def _do_control(self, ctl: LifecycleControl, verb: str, engine: str) -> None:
         # Worker thread: blocking lifecycle call; the result comes back as a message.
+        from console.errors import UserError
+        from console.lifecycle.errors import translate_docker_error
+
         try:
             getattr(ctl, verb)(engine)
-        except Exception as exc:
-            self.post_message(LifecycleDone(verb, engine, str(exc) or type(exc).__name__))
+        except UserError as exc:
+            self.post_message(LifecycleDone(verb, engine, exc.message))
+        except Exception as exc:  # a Docker/HTTP error that was not translated yet: one line, as the CLI says it
+            self.post_message(LifecycleDone(verb, engine, translate_docker_error(exc, instance=engine).message))
         else:
             self.post_message(LifecycleDone(verb, engine, ""))
+
+
+def _audit_refusal(verb: str, engine: str, why: str) -> None:
+    """Every attempted action is audited, also one refused before it reached engine control."""
+    from console.lifecycle.audit import AuditLog
+
+    AuditLog().record(verb, engine, "refused", why)
 
 
 def _write_first_frame(path: str) -> None:

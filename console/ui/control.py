@@ -28,3 +28,17 @@ class LifecycleControl(Protocol):
     def log_tail(self, engine: str, n: int) -> list[str] | None:
         """The last ``n`` log lines from memory (never a blocking call), or None when there are none."""
         ...
+
+
+def not_managed_message(engine: str, verb: str, adhoc: bool) -> str:
+    """What `X`/`U`/`R` say on an engine enginedeck does not manage: why, and how to make it so."""
+    if adhoc:
+        where = "attached by URL"
+        how = ('add it to the configuration (`enginedeck config path`) as [engines.NAME] with managed = "process" '
+               'or "docker"; a container already serving it can then be taken over with `enginedeck adopt NAME`')
+    else:
+        where = "monitor-only in the configuration"
+        how = (f'set managed = "process" (with a command) or managed = "docker" in [engines.{engine}]; a container '
+               f"already serving it can then be taken over with `enginedeck adopt {engine}`")
+    return (f"{engine} is not managed by enginedeck ({where}), so enginedeck cannot {verb} it; nothing was done. "
+            f"To manage it, {how}.")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 from console.config import Config
+from console.lifecycle.errors import LifecycleError, LifecycleTimeout
 from console.lifecycle.manager import LifecycleManager
-from console.model import Phase
+from console.lifecycle.state import InstanceState
+from console.model import LifecycleView, Phase
 
 
 class ManagerControl:
@@ -13,6 +17,7 @@ class ManagerControl:
     def __init__(self, manager: LifecycleManager, config: Config) -> None:
         self.manager = manager
         self._managed = {i.name for i in config.instances if i.managed}
+        self._closed = False
 
     @classmethod
     def from_config(cls, config: Config) -> ManagerControl:
@@ -25,12 +30,27 @@ class ManagerControl:
 
     def start(self, engine: str) -> None:
         self.manager.start(engine).result()
+        self._until_ready(engine, "start")
 
     def stop(self, engine: str) -> None:
         self.manager.stop(engine).result()
 
     def restart(self, engine: str) -> None:
         self.manager.restart(engine).result()
+        self._until_ready(engine, "restart")
+
+    def _until_ready(self, engine: str, verb: str) -> None:
+        """A start is done when the engine is ready, not when its process is launched; one that
+        ends first raises with the reason, as the headless command says it."""
+        while True:
+            try:
+                st = self.manager.wait(engine, timeout=1.0)
+                break
+            except LifecycleTimeout:
+                if self._closed:  # the console quits: stop waiting
+                    raise LifecycleError(f"{engine}: {verb}: not ready yet when the console closed") from None
+        if st.phase is not Phase.READY:
+            raise LifecycleError(f"{engine}: {verb} failed: {st.detail or st.phase.value}")
 
     def launch_command(self, engine: str) -> str | None:
         if engine not in self._managed:
@@ -46,17 +66,14 @@ class ManagerControl:
             return None
         return [line.text for line in self.manager.logs(engine).tail(n)]
 
-    def phase_of(self, engine: str) -> tuple[Phase, str] | None:
+    def phase_of(self, engine: str) -> LifecycleView | None:
         """The lifecycle's view of a managed engine, for the hub to show while it starts or stops."""
         if engine not in self._managed:
             return None
         st = self.manager.status(engine)
         if st.phase is Phase.UNKNOWN:
             return None
-        detail = st.one_line().removeprefix(st.phase.value).removeprefix(" - ")
-        if st.evidence and st.phase in (Phase.STARTING, Phase.LOADING):
-            detail = f"{detail} · {st.evidence}" if detail else st.evidence
-        return st.phase, detail
+        return view_of(st, wall_since=time.time() - (time.monotonic() - st.since))
 
     def pids_of(self, engine: str) -> tuple[int, ...]:
         if engine not in self._managed:
@@ -65,4 +82,23 @@ class ManagerControl:
         return (int(pid),) if pid else ()
 
     def close(self) -> None:
+        self._closed = True
         self.manager.close()
+
+
+def view_of(st: InstanceState, *, wall_since: float | None) -> LifecycleView:
+    """The console's view of a lifecycle state: one detail line, each fact once."""
+    detail = st.detail
+    if st.phase is Phase.STOPPING and st.countdown is not None:
+        # The machine's detail names the full timeout; the countdown is the news.
+        reason = detail.split("; SIGTERM sent", 1)[0] if "; SIGTERM sent" in detail else ""
+        detail = (f"{reason}; " if reason else "") + (
+            f"SIGTERM sent; SIGKILL in {st.countdown} s" if st.countdown else "stop timeout reached: sent SIGKILL")
+    elif st.phase in (Phase.STARTING, Phase.LOADING) and st.evidence:
+        detail = f"{detail} · {st.evidence}" if detail else st.evidence
+    elif st.phase is Phase.PULLING and st.progress is not None:
+        detail = f"{st.progress:.0f}% · {detail}" if detail else f"{st.progress:.0f}%"
+    if st.warning:
+        detail = f"{detail} · WARNING: {st.warning}" if detail else f"WARNING: {st.warning}"
+    return LifecycleView(phase=st.phase, detail=detail, ended=st.ended, exit_code=st.exit_code,
+                         oom_killed=st.oom_killed, since=wall_since, countdown=st.countdown)

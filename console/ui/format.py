@@ -5,14 +5,16 @@ Pure functions over model values returning Rich ``Text``; no Textual, no I/O.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import signal
 from collections.abc import Sequence
 
 from rich.text import Text
 
 from console import secrets
-from console.model import EngineSnapshot, Freshness, Phase, Quantiles, SourceState
+from console.model import EngineSnapshot, Freshness, LifecycleView, Phase, Quantiles, SourceState
 
 GIB = 1024**3
 NA_STYLE = "dim"
@@ -172,20 +174,117 @@ PHASE_SEVERITY: dict[Phase, int] = {
 }
 
 
+def plural(n: int, word: str, many: str = "") -> str:
+    """'1 engine', '2 engines' ('1 needs', '2 need' with ``many``)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def exit_text(code: int | None, oom: bool = False) -> str:
+    """'exit 137 (SIGKILL)', 'exit 1', 'OOMKilled, exit 137 (SIGKILL)', 'no exit code'."""
+    if code is None:
+        return "OOMKilled" if oom else "no exit code"
+    text = f"exit {code}"
+    if code > 128:
+        with contextlib.suppress(ValueError):
+            text += f" ({signal.Signals(code - 128).name})"
+    return f"OOMKilled, {text}" if oom else text
+
+
+# How a managed engine's last run ended -> (glyph, short word, words, style). A crash is red and
+# says so; a stop someone asked for is grey.
+_ENDINGS: dict[str, tuple[str, str, str, str]] = {
+    "crashed": ("✖", "crashed", "crashed", CRIT),
+    "failed": ("✖", "failed", "start failed", CRIT),
+    "gave-up": ("✖", "failed", "start given up", CRIT),
+    "stopped": ("■", "stopped", "stopped by you", "dim"),
+    "outside": ("■", "stopped", "stopped outside this console", "dim"),
+    "unknown": ("■", "exited", "ended", "dim"),
+}
+_ENDING_SAYS_EXIT = frozenset({"crashed", "failed", "outside"})
+
+
+def _lifecycle_shown(e: EngineSnapshot) -> LifecycleView | None:
+    """The lifecycle's view when the phase on screen is the lifecycle's own."""
+    v = e.lifecycle
+    return v if v is not None and v.phase is e.phase else None
+
+
+def _ending(e: EngineSnapshot) -> tuple[str, str, str, str] | None:
+    v = _lifecycle_shown(e)
+    if v is None or not v.ended or e.phase not in (Phase.EXITED, Phase.FAILED):
+        return None
+    return _ENDINGS.get(v.ended)
+
+
 def phase(e: EngineSnapshot) -> Text:
     """Glyph + word, so it reads without colour (NO_COLOR); metrics staleness overrides 'ready'."""
+    end = _ending(e)
+    if end is not None:
+        return Text(f"{end[0]} {end[1]}", style=end[3])
     glyph, style = _PHASE_STYLE.get(e.phase, ("?", "dim"))
     if e.phase is Phase.READY and e.metrics_freshness.state is SourceState.STALE:
         return Text("▲ stale", style=WARN)
     return Text(f"{glyph} {e.phase.value}", style=style)
 
 
+def health(e: EngineSnapshot, now: float, width: int) -> Text:
+    """The health cell: the longest of its forms that fits ``width`` ('✖ crashed: exit 137
+    (SIGKILL) 12 s ago', '✖ crashed 12 s ago', '✖ crashed')."""
+    short = phase(e)
+    forms: list[str] = []
+    end = _ending(e)
+    v = _lifecycle_shown(e)
+    if end is not None and v is not None:
+        glyph, _word, words, _style = end
+        since = f" {ago(now, v.since)} ago" if v.since is not None else ""
+        what = exit_text(v.exit_code, v.oom_killed) if v.ended in _ENDING_SAYS_EXIT else ""
+        if v.ended == "failed" and v.exit_code is None:
+            what = ""
+        if what:
+            forms.append(f"{glyph} {words}: {what}{since}")
+        forms += [f"{glyph} {words}{since}", f"{glyph} {words}"]
+    elif v is not None and e.phase is Phase.STOPPING and v.countdown:
+        forms.append(f"{short.plain}: SIGKILL in {v.countdown} s")
+    elif v is not None and e.phase in (Phase.STARTING, Phase.LOADING, Phase.CREATING) and v.since is not None:
+        forms.append(f"{short.plain} {ago(now, v.since)}")
+    elif e.phase is Phase.READY and e.metrics_freshness.stale and e.metrics_freshness.updated_at is not None:
+        seen = ago(now, e.metrics_freshness.updated_at)
+        forms += [f"{short.plain}: last seen {seen} ago", f"{short.plain} {seen}"]
+    text = next((f for f in forms if len(f) <= width), short.plain)
+    return Text(text, style=short.style)
+
+
+def severity(e: EngineSnapshot) -> int:
+    """Sort order "sickest first" (lower = worse): a crash with the failures, a stop you asked for
+    after the engines that are starting."""
+    end = _ending(e)
+    if end is not None:
+        v = e.lifecycle
+        assert v is not None
+        return {"crashed": 0, "failed": 0, "gave-up": 0, "stopped": 8}.get(v.ended, 4)
+    return PHASE_SEVERITY.get(e.phase, 5)
+
+
+def stopped_by_you(e: EngineSnapshot) -> bool:
+    end = _ending(e)
+    return end is not None and e.lifecycle is not None and e.lifecycle.ended == "stopped"
+
+
 def is_sick(e: EngineSnapshot) -> bool:
+    if stopped_by_you(e):
+        return False  # asked for: worth a line, not an alarm
     return e.phase is not Phase.READY or e.metrics_freshness.stale or e.health_freshness.stale
 
 
 def problem(e: EngineSnapshot, now: float) -> str:
     """One line saying why an engine needs attention ('' when it does not)."""
+    v = _lifecycle_shown(e)
+    if v is not None and e.phase is not Phase.READY:
+        # Engine control knows what happens: HTTP refusals while it starts, stops or after it
+        # ended are expected, not news, and are not repeated.
+        return _lifecycle_problem(e, v, now)
+    if e.lifecycle is not None and e.phase is Phase.LOADING and e.health_detail:
+        return f"{e.phase.value}: {e.health_detail}"
     parts: list[str] = []
     if e.phase is not Phase.READY:
         detail = e.health_detail or e.health_freshness.reason
@@ -202,6 +301,23 @@ def problem(e: EngineSnapshot, now: float) -> str:
     if mst and not (parts and e.metrics_freshness.reason and e.metrics_freshness.reason in parts[0]):
         parts.append(f"metrics {mst}")
     return "; ".join(parts)
+
+
+def _lifecycle_problem(e: EngineSnapshot, v: LifecycleView, now: float) -> str:
+    since = ago(now, v.since) if v.since is not None else ""
+    end = _ending(e)
+    if end is not None:
+        words = end[2]
+        when = f" {since} ago" if since else ""
+        if v.ended in ("crashed", "outside"):
+            return f"{words}: {exit_text(v.exit_code, v.oom_killed)}{when}"
+        if v.ended == "stopped":
+            return f"{words}{when}"
+        return f"{words}{when}: {v.detail}" if v.detail else f"{words}{when}"
+    head = e.phase.value
+    if since and e.phase in (Phase.STARTING, Phase.LOADING, Phase.CREATING, Phase.PULLING):
+        head += f" {since}"
+    return f"{head}: {v.detail}" if v.detail else head
 
 
 def mask_args(args: Sequence[str]) -> list[str]:

@@ -39,9 +39,9 @@ class TopBar(Line):
                 t.append(f"  ● {src.refresh:g} s")
         if fleet is not None and fleet.engines:
             sick = sum(1 for e in fleet.engines if fmt.is_sick(e))
-            t.append(f"  {len(fleet.engines)} engines")
+            t.append(f"  {fmt.plural(len(fleet.engines), 'engine')}")
             if sick:
-                t.append(f" {sick} need attention", style=fmt.CRIT)
+                t.append(f" {fmt.plural(sick, 'needs', 'need')} attention", style=fmt.CRIT)
         if app.backing_problem:
             t.append(f"  {app.backing_problem.split(':')[0]}", style=fmt.CRIT)  # the notice has the rest
         if fleet is not None:

@@ -198,10 +198,13 @@ class EngineScreen(DeckScreen):
             return
         head.append(short_name(e.name), style="bold")
         head.append("  ")
-        head.append_text(fmt.phase(e))
+        glyph = fmt.phase(e)
         prob = fmt.problem(e, now)
         if prob:
-            head.append("  " + prob, style=fmt.WARN)
+            # The problem line names the state itself ("crashed: exit 137 ..."): the glyph, then it.
+            head.append(glyph.plain.split(" ")[0] + " " + prob, style=glyph.style)
+        else:
+            head.append_text(glyph)
         if e.identity.models:
             head.append("  " + e.identity.models[0], style="dim")
         if head.markup != self._last_head:

@@ -86,8 +86,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("name", "engine", 14, "phase", lambda e, ctx: Text(short_name(e.name)), lambda e: e.name, 1),
     Column("kind", "type/version", 16, "phase", lambda e, ctx: engine_label(e, ctx.display), None, 8),
     Column("model", "model", 22, "phase", lambda e, ctx: _model(e), None, 9),
-    Column("phase", "health", 13, "phase", lambda e, ctx: fmt.phase(e),
-           lambda e: (fmt.PHASE_SEVERITY.get(e.phase, 5), not e.metrics_freshness.stale, e.name), 1),
+    Column("phase", "health", 13, "phase", lambda e, ctx: fmt.health(e, ctx.now, ctx.health_width),
+           lambda e: (fmt.severity(e), not e.metrics_freshness.stale, e.name), 1),
     Column("gpus", "GPUs", 5, "gpu_engine",
            lambda e, ctx: Text(",".join(map(str, e.gpus))) if e.gpus else fmt.na(), None, 7),
     Column("running", "run", 4, "running", lambda e, ctx: fmt.count(_m(e).running),
@@ -126,6 +126,14 @@ GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
 @dataclass(frozen=True, slots=True)
 class _Ctx:
     display: dict[str, str]
+    now: float = 0.0
+    health_width: int = 13
+
+
+# The health column grows to this width (it says "✖ crashed: exit 137 (SIGKILL) 12 s ago") with
+# the room left once the columns up to this priority are placed.
+HEALTH_MAX = 40
+HEALTH_GROWS_AFTER = 6
 
 
 def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
@@ -206,6 +214,7 @@ class OverviewScreen(DeckScreen):
         self._compact = False
         self._shown: list[Column] = []
         self._shown_name_w = 0
+        self._health_w = 0
         self._row_order: list[str] = []
         self._cells: dict[str, list[tuple[str, str]]] = {}
 
@@ -254,22 +263,30 @@ class OverviewScreen(DeckScreen):
         name_w = self._name_width()
         budget = width - 2
         keep: set[str] = set()
+        health_w = next(c.width for c in COLUMNS if c.key == "phase")
+        grown = False
         for c in sorted(COLUMNS, key=lambda c: c.priority):
+            if not grown and c.priority > HEALTH_GROWS_AFTER:
+                extra = max(0, min(budget, HEALTH_MAX - health_w))
+                health_w, budget, grown = health_w + extra, budget - extra, True
             w = (name_w if c.key == "name" else c.width) + 2
             if w <= budget or c.priority == 1:
                 keep.add(c.key)
                 budget -= w
         shown = [c for c in COLUMNS if c.key in keep]
-        if [c.key for c in shown] == [c.key for c in self._shown] and name_w == self._shown_name_w:
+        if ([c.key for c in shown] == [c.key for c in self._shown] and name_w == self._shown_name_w
+                and health_w == self._health_w):
             return
         self._shown = shown
         self._shown_name_w = name_w
+        self._health_w = health_w
         table = self.query_one("#engines", DataTable)
         table.clear(columns=True)
         self._row_order = []
         self._cells = {}
         for c in shown:
-            table.add_column(self._header(c), key=c.key, width=name_w if c.key == "name" else c.width)
+            width = name_w if c.key == "name" else health_w if c.key == "phase" else c.width
+            table.add_column(self._header(c), key=c.key, width=width)
         if self.deck.fleet is not None and self.is_mounted:
             self.show_fleet(self.deck.fleet)
 
@@ -314,7 +331,7 @@ class OverviewScreen(DeckScreen):
         table: DataTable[Text] = self.query_one("#engines", DataTable)
         engines = self._visible(fleet)
         cols = self._columns()
-        ctx = _Ctx({n: p.display_name for n, p in self.deck.profiles.items()})
+        ctx = _Ctx({n: p.display_name for n, p in self.deck.profiles.items()}, now, self._health_w or 13)
         rows: dict[str, list[Text]] = {}
         for e in engines:
             cells = [c.render(e, ctx) for c in cols]
@@ -356,20 +373,27 @@ class OverviewScreen(DeckScreen):
         if not fleet.engines:
             return Text("no engines yet: waiting for the first collection", style="dim")
         sick = [e for e in fleet.engines if fmt.is_sick(e)]
-        if not sick:
-            return Text(f"✓ all {len(fleet.engines)} engines ready, metrics fresh", style="green")
-        sick.sort(key=lambda e: (fmt.PHASE_SEVERITY.get(e.phase, 5), e.name))
+        stopped = [e for e in fleet.engines if fmt.stopped_by_you(e)]
+        if not sick and not stopped:
+            n = len(fleet.engines)
+            return Text(f"✓ {'the engine is' if n == 1 else f'all {n} engines'} ready, metrics fresh", style="green")
+        sick.sort(key=lambda e: (fmt.severity(e), e.name))
+        listed = sick + sorted(stopped, key=lambda e: e.name)  # a stop you asked for: a line, after the alarms
         limit = 2 if self._compact else 4
         t = Text()
-        for i, e in enumerate(sick[:limit]):
-            if i:
+        if not sick:
+            ready = len(fleet.engines) - len(stopped)
+            t.append(f"✓ {fmt.plural(ready, 'engine')} ready, metrics fresh", style="green")
+            limit -= 1
+        for e in listed[:limit]:
+            if t.plain:
                 t.append("\n")
             glyph = fmt.phase(e)
             t.append(glyph.plain.split(" ")[0] + " ", style=glyph.style)
             t.append(short_name(e.name), style="bold")
             t.append(" " + fmt.problem(e, now))
-        if len(sick) > limit:
-            t.append(f"\n… and {len(sick) - limit} more (sort by health: s)", style="dim")
+        if len(listed) > limit:
+            t.append(f"\n… and {len(listed) - limit} more (sort by health: s)", style="dim")
         return t
 
     def spark_rows(self) -> int:

@@ -100,7 +100,8 @@ class Chart(Widget):
         now = None if not vals or math.isnan(vals[-1]) else vals[-1]
         head = Text(self.title, style="bold")
         # A gap after data means "no current value" (stale, stopped, loading), not "n/a".
-        head.append(f"  now {'--' if now is None and fin else self.formatter(now)}")
+        seen = bool(fin) or any(not math.isnan(v) for v in self._values)
+        head.append(f"  now {'--' if now is None and seen else self.formatter(now)}")
         if fin:
             head.append(f"  max {self.formatter(max(fin))}", style="dim")
         if not vals:
