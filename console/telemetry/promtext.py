@@ -8,7 +8,8 @@ read, plus errors". ``parse`` never raises on any ``bytes`` or ``str`` input.
 Speed: one ``split("\\n")`` and a tight loop with ``str.find`` instead of a regex per line. Label
 sets are parsed once per distinct label text and cached (histogram buckets of every family share
 their label texts, and successive scrapes repeat them). With ``wanted``, lines of other families
-are skipped after reading only their name.
+are skipped after reading only their name. A label set over 64 KiB makes its line malformed
+(reported, skipped); ``parse_labels`` itself is linear in any length.
 
 Conventions:
 - Metric names may contain ``:`` (vLLM, SGLang, llama.cpp).
@@ -60,6 +61,10 @@ _ESCAPE_RE = re.compile(r"\\[\\\"n]")
 _LABEL_CACHE: dict[str, Labels] = {}
 _LABEL_CACHE_MAX = 50_000
 _CACHED_TEXT_MAX = 4096
+# A sample whose label set is longer than this is a malformed line, not a series: real label sets
+# are a few hundred bytes, and a megabyte-long one would cost its engine's worker thread long
+# GIL-holding calls (sorting, hashing) that stall every other thread, the hub's loop included.
+_MAX_LABEL_TEXT = 64 * 1024
 _NAME_OK: dict[str, bool] = {}
 
 
@@ -347,6 +352,8 @@ def parse(
                 close = line.rfind("}") if "#" not in line else _label_end(line, br)
                 if close < br:
                     raise ValueError("unterminated label set")
+                if close - br > _MAX_LABEL_TEXT:
+                    raise ValueError(f"label set longer than {_MAX_LABEL_TEXT // 1024} KiB")
                 ltext = line[br + 1 : close]
                 labels = label_cache.get(ltext)
                 if labels is None:
