@@ -13,6 +13,12 @@ def add_common(p: argparse.ArgumentParser, *, name: bool = True) -> None:
     p.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
 
 
+def add_read_only(p: argparse.ArgumentParser) -> None:
+    """--read-only for the commands that change something (up, down, restart, pull, adopt)."""
+    p.add_argument("--read-only", action="store_true",
+                   help="refuse to change anything (as [console] read_only = true in the configuration)")
+
+
 def add_console_flags(p: argparse.ArgumentParser) -> None:
     """The flags `enginedeck`, `enginedeck demo` and `enginedeck attach` share."""
     g = p.add_argument_group("console")

@@ -14,10 +14,11 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common
+    from console.commands._args import add_common, add_read_only
 
     p = sub.add_parser("adopt", help="take control of a running engine container enginedeck did not start")
     add_common(p)
+    add_read_only(p)
     p.add_argument("--container", metavar="ID", help="the container (default: the one found for NAME's image/port)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=run)
@@ -26,11 +27,12 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.errors import UserError
     from console.lifecycle.audit import AuditLog
-    from console.lifecycle.cli_support import confirm, load
+    from console.lifecycle.cli_support import confirm, load, refuse_if_read_only
     from console.lifecycle.manager import LifecycleManager
 
     cfg, inst = load(args)
     assert inst is not None
+    refuse_if_read_only(args, cfg, "adopt", inst.name)
     if inst.config.managed != "docker":
         raise UserError(f"adopt {inst.name}: only Docker engines can be adopted (this one is {inst.config.managed})")
     if not args.yes:

@@ -15,10 +15,11 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common
+    from console.commands._args import add_common, add_read_only
 
     p = sub.add_parser("up", help="start a configured engine and wait until it is ready")
     add_common(p)
+    add_read_only(p)
     p.add_argument(
         "--wait", action=argparse.BooleanOptionalAction, default=True, help="wait until ready (default: --wait)"
     )
@@ -27,7 +28,13 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.lifecycle.cli_support import PhaseReporter, fail_from_state, load
+    from console.lifecycle.cli_support import (
+        PhaseReporter,
+        fail_from_state,
+        key_on_command_line_note,
+        load,
+        refuse_if_read_only,
+    )
     from console.lifecycle.errors import LifecycleTimeout
     from console.lifecycle.manager import LifecycleManager
     from console.lifecycle.process_backend import install_signal_cleanup
@@ -35,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg, inst = load(args)
     assert inst is not None
+    refuse_if_read_only(args, cfg, "up", inst.name)
     is_process = inst.config.managed == "process"
     if is_process:
         install_signal_cleanup()
@@ -43,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     try:
         manager.start(inst.name).result()
+        if note := key_on_command_line_note(manager, inst.name):
+            print(note, file=sys.stderr)
         if args.wait or is_process:
             try:
                 st = manager.wait(inst.name, timeout=args.timeout)

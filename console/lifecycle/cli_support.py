@@ -29,6 +29,33 @@ def load(args: argparse.Namespace) -> tuple[Config, EngineInstance | None]:
     return cfg, inst
 
 
+def refuse_if_read_only(args: argparse.Namespace, cfg: Config, action: str, name: str) -> None:
+    """Read-only mode (``--read-only`` or ``[console] read_only = true``) binds the headless commands
+    as it binds the console: the attempt is audited as refused and nothing is done."""
+    flag = bool(getattr(args, "read_only", False))
+    if not (flag or cfg.console.read_only):
+        return
+    why = "--read-only" if flag else f"[console] read_only = true in {cfg.path}"
+    from console.lifecycle.audit import AuditLog
+
+    AuditLog().record(action, name, "refused", f"read-only mode ({why})")
+    raise UserError(f"{action} {name}: refused in read-only mode ({why})")
+
+
+def key_on_command_line_note(manager: LifecycleManager, name: str) -> str:
+    """A warning when the engine takes its API key only as an argument (SGLang has no environment
+    variable for it): anyone on the host can read it in `ps` / `docker inspect`."""
+    try:
+        spec = manager.launch_spec(name)
+    except UserError:
+        return ""
+    if not spec.key_in_argv:
+        return ""
+    where = "`ps` and `docker inspect`" if spec.backend == "docker" else "`ps`"
+    return (f"note: {spec.profile} takes its API key only on the command line, so users of this host can read it "
+            f"with {where} (enginedeck masks it in everything it shows)")
+
+
 class PhaseReporter:
     """Prints each phase change of one instance as a line (and a live countdown on a terminal)."""
 

@@ -79,6 +79,9 @@ class LaunchSpec:
     volumes: Mapping[str, str] = field(default_factory=dict)  # host path -> container path
     health_url: str = ""  # base URL the readiness probe uses
     api_key: str | None = None
+    # The engine reads its key only from an argument (no environment variable, e.g. SGLang), so
+    # the key is in its command line for anyone on the host to see.
+    key_in_argv: bool = False
     config_hash: str = ""
 
     @property
@@ -230,6 +233,7 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
             volumes=volumes,
             health_url=inst.url,
             api_key=key,
+            key_in_argv=key is not None and any(key in a for a in argv),
         )
     else:
         port = cfg.port or prof.container.port
@@ -281,6 +285,7 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
             gpus=cfg.gpus,
             health_url=inst.url,
             api_key=key,
+            key_in_argv=key is not None and any(key in a for a in argv),
         )
     # The hash covers what changes the running engine, secrets masked (a rotated key alone
     # does not mark the engine as out of date).

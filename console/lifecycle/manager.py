@@ -49,6 +49,7 @@ from console.lifecycle.probe import probe_ready
 from console.lifecycle.state import RUNNING_PHASES, STARTING_PHASES, TERMINAL, Backend, InstanceState
 from console.model import Phase
 from console.paths import private_dir
+from console.profiles import EngineProfile
 from console.secrets import Scrubber, instance_secrets
 
 T = TypeVar("T")
@@ -464,7 +465,7 @@ class LifecycleManager:
 
         inst = slot.inst
         with httpx.Client(timeout=PROBE_TIMEOUT, trust_env=False) as http:
-            result = probe_ready(http, inst.url, inst.profile.health.ready_path, inst.api_key)
+            result = probe_ready(http, inst.url, inst.profile.health.ready_path, _ready_key(inst.profile, inst.api_key))
         with slot.lock:
             slot.machine.probe(result)
 
@@ -501,7 +502,7 @@ class LifecycleManager:
         import httpx
 
         inst = slot.inst
-        key = slot.spec.api_key if slot.spec else inst.api_key
+        key = _ready_key(inst.profile, slot.spec.api_key if slot.spec else inst.api_key)
         with httpx.Client(timeout=PROBE_TIMEOUT, trust_env=False) as http:
             while not self._closed.is_set() and slot.generation == gen:
                 with slot.lock:
@@ -840,7 +841,7 @@ class LifecycleManager:
             if slot_.inst.config.image:
                 images.setdefault(docker_backend.image_repo(slot_.inst.config.image), prof_.name)
             images.setdefault(prof_.container.image, prof_.name)
-        from console.profiles import EngineProfile, load_profiles
+        from console.profiles import load_profiles
 
         profiles: dict[str, EngineProfile] = {s.inst.profile.name: s.inst.profile for s in self._slots.values()}
         with contextlib.suppress(UserError):
@@ -953,7 +954,7 @@ class LifecycleManager:
                 PsRow(
                     f"pid {fp.pid}",
                     "process",
-                    _quick_phase_url(url, fp.profile) if url else "running",
+                    _quick_phase_url(url, fp.profile, self._key_for(None, url)) if url else "running",
                     False,
                     True,
                     ident=f"pid {fp.pid}",
@@ -967,6 +968,15 @@ class LifecycleManager:
         hide = Scrubber(s for slot in self._slots.values() for s in slot.logs.scrubber.known)
         rows = [replace(r, image=hide(r.image), detail=hide(r.detail)) for r in rows]
         return PsReport(tuple(rows), docker_error)
+
+    def _key_for(self, name: str | None, url: str | None) -> str | None:
+        """The API key of the configured engine ``name``, or of the one that answers at ``url``:
+        a keyed engine found on the host is probed with its key, not reported as 401."""
+        for slot in self._slots.values():
+            inst = slot.inst
+            if inst.name == name or (url and _same_address(inst.url, url)):
+                return inst.api_key
+        return None
 
     def _container_row(
         self,
@@ -983,7 +993,7 @@ class LifecycleManager:
                 phase = st.phase.value
             else:
                 url = _url_from_ports(c.ports)
-                phase = _quick_phase_url(url, profile) if url else "running"
+                phase = _quick_phase_url(url, profile, self._key_for(name, url)) if url else "running"
         elif c.status == "exited":
             phase = f"exited ({c.exit_code}{', OOMKilled' if c.oom_killed else ''})"
         else:
@@ -1020,18 +1030,40 @@ def _url_from_ports(ports: tuple[str, ...]) -> str | None:
     return None
 
 
-def _quick_phase_url(url: str, profile_name: str) -> str:
+def _ready_key(profile: EngineProfile, key: str | None) -> str | None:
+    """The key for the readiness probe only where the profile says the engine checks it there."""
+    return key if key and profile.path_needs_key(profile.health.ready_path) else None
+
+
+def _same_address(a: str, b: str) -> bool:
+    """Whether two base URLs reach the same listener (localhost, 127.0.0.1 and 0.0.0.0 are one)."""
+    from urllib.parse import urlsplit
+
+    def key(url: str) -> tuple[str, int | None]:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        return ("127.0.0.1" if host in ("localhost", "0.0.0.0", "::", "::1") else host), port
+
+    return key(a) == key(b)
+
+
+def _quick_phase_url(url: str, profile_name: str, key: str | None = None) -> str:
     from console.profiles import get_profile
 
     try:
         prof = get_profile(profile_name)
     except UserError:
         return "running"
-    return _probe_phase(url, prof.health.ready_path, prof.health.loading, None)
+    return _probe_phase(url, prof.health.ready_path, prof.health.loading, _ready_key(prof, key))
 
 
 def _quick_phase(inst: EngineInstance) -> str:
-    return _probe_phase(inst.url, inst.profile.health.ready_path, inst.profile.health.loading, inst.api_key)
+    prof = inst.profile
+    return _probe_phase(inst.url, prof.health.ready_path, prof.health.loading, _ready_key(prof, inst.api_key))
 
 
 def _probe_phase(url: str, ready_path: str, loading: tuple[str, ...], key: str | None) -> str:
