@@ -145,8 +145,9 @@ class DemoFleet:
         """The terminal is gone: stop the load and the simulators by ``done_by`` (monotonic), audited."""
         from console.lifecycle.terminal_loss import carry_out
 
-        self._stop_load(grace=max(0.0, min(0.5, done_by - time.monotonic() - 0.3)))
-        carry_out(self.manager, "stop", reason, done_by, note="synthetic load stopped")
+        proc = self.load_proc
+        load = {proc.pid: "synthetic load"} if proc is not None and proc.poll() is None else {}
+        carry_out(self.manager, "stop", reason, done_by, also=load)
 
     def _stop_load(self, grace: float) -> None:
         proc = self.load_proc

@@ -147,6 +147,7 @@ def _run_guarded(app: Any, guard: Any, *, mouse: bool) -> str | None:
     # nothing waits on a stalled one.
     guard.on_begin(lambda reason: TerminalWriter.give_up_all(time.monotonic() + GIVE_UP_OUTPUT))
     guard.on_begin(lambda reason: app.exit_from_thread())
+    guard.output_dropped = lambda: TerminalWriter.dropped
     try:
         result: str | None = app.run(mouse=mouse)
         return result
