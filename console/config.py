@@ -121,6 +121,9 @@ class ConsoleSettings(_Strict):
     read_only: bool = False
     mouse: bool = True
     gpu_source: Literal["nvml", "simulated", "none"] = "nvml"
+    # Managed engines when the terminal is lost or the console is told to end (SIGHUP/SIGTERM/SIGINT):
+    # keep them running (containers; process engines always end with the console) or stop them.
+    on_terminal_loss: Literal["keep", "stop"] = "keep"
 
 
 class ConfigFile(_Strict):

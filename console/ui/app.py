@@ -9,9 +9,9 @@ NVML or Docker call ever runs here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -103,6 +103,7 @@ class DeckApp(App[str | None]):
         self.layout_name = ""  # the layout in effect
         self.layout_choice = self.options.layout  # "auto" or a layout name
         self._unsubscribe: Callable[[], None] | None = None
+        self._ui_loop: asyncio.AbstractEventLoop | None = None
         # Benchmarks: where to note the time of the first frame that shows engine data.
         self._first_frame_file = os.environ.get("ENGINEDECK_FIRST_FRAME_FILE", "")
         self.specs: dict[str, ScreenSpec] = screen_specs()
@@ -189,12 +190,9 @@ class DeckApp(App[str | None]):
 
     async def on_mount(self) -> None:
         self._pick_layout(self.size.width, self.size.height)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGHUP, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, self._terminal_gone)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
+        # SIGHUP/SIGTERM/SIGINT belong to the terminal guard (console/ui/terminal_guard.py), which
+        # calls exit_from_thread; a loop signal handler would not run while the loop is blocked.
+        self._ui_loop = asyncio.get_running_loop()
         if self.options.setup_config_path is not None or self.source is None:
             from console.ui.screens.setup import SetupScreen
 
@@ -209,8 +207,12 @@ class DeckApp(App[str | None]):
         await self.push_screen(self.specs["overview"].factory(self, None))
         self._unsubscribe = self.source.subscribe(self._listener)
 
-    def _terminal_gone(self) -> None:
-        self.exit(None)
+    def exit_from_thread(self) -> None:
+        """From any thread: leave the app as soon as its loop gets to it (never blocks)."""
+        loop = self._ui_loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self.exit, None)
 
     def _check_tty(self) -> None:
         try:
