@@ -387,6 +387,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--json", metavar="FILE", help="also write every trial as JSON")
     args = ap.parse_args()
+    # SIGTERM/SIGHUP unwind like Ctrl-C, so the fleet and the tmux servers are ended below.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     if shutil.which("tmux") is None:
         print("tmux is not installed", file=sys.stderr)
         return 2
