@@ -73,6 +73,36 @@ class MetricMapping(_Strict):
     # Names before this many entries of ``names`` are the current ones; later ones are legacy
     # names (accepted, flagged as such in `inspect-metrics`).
     note: str = ""
+    # Counters only. Further raw counters added into this one, each with its own names, match and
+    # scale: TGI's finished requests are tgi_request_success + tgi_request_failure.
+    plus: tuple[MetricMapping, ...] = ()
+    # Counters only. The engine creates this counter's label series on first use (a labelled
+    # counter: TGI request_failure{err}, trtllm request_error_total{http_code}). Absent from a payload
+    # it reads 0, not n/a, where the engine has the family: every build (``present_with`` empty), or
+    # one of the raw families in ``present_with`` is in the payload. (Whatever the flag, a series
+    # that appears after a scrape where the metric was present counts from 0: docs/status-json.md.)
+    first_use: bool = False
+    present_with: tuple[str, ...] = ()
+    # Counters only. The engine adds to it only when a request finishes (tokens of a request counted
+    # at its end): short windows read 0 for a whole decode, then spike, so the console shows its rate
+    # over the longest window instead, flagged.
+    at_finish: bool = False
+
+    @model_validator(mode="after")
+    def _counter_options(self) -> MetricMapping:
+        counter = self.kind in ("counter", "histogram_sum", "histogram_count")
+        if not counter and (self.plus or self.first_use or self.at_finish):
+            raise ValueError("plus, first_use and at_finish apply to counters only")
+        if self.present_with and not self.first_use:
+            raise ValueError("present_with needs first_use = true")
+        for part in self.plus:
+            if part.plus or part.kind not in ("counter", "histogram_sum", "histogram_count"):
+                raise ValueError("a plus part is one counter (no plus of its own)")
+        return self
+
+    def raw_names(self) -> tuple[str, ...]:
+        """Every raw name this mapping may read: its names, its parts' names and the evidence."""
+        return (*self.names, *(n for p in self.plus for n in p.raw_names()), *self.present_with)
 
 
 class HitRate(_Strict):
@@ -237,6 +267,8 @@ def load_profile_file(path: Path) -> EngineProfile:
         raise ConfigError(str(path), "", "not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), "", f"invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nesting level
+        raise ConfigError(str(path), "", "invalid TOML: nested too deeply") from None
     profile = parse_profile(data, str(path))
     if profile.name != path.stem:
         raise ConfigError(str(path), "name", f"is {profile.name!r} but the file is named {path.stem!r}.toml")

@@ -1,7 +1,9 @@
 """`enginedeck status`: every engine, GPU and the host, normalised, headless.
 
-Exit codes: 0 every engine reachable, 2 any engine unreachable, 1 configuration error (including
-no engine at all: a cron check pointed at the wrong configuration must not pass).
+Exit codes: 0 every engine reachable with its metrics read, 2 any engine unreachable, 3 every engine
+reachable but the metrics of one or more could not be read (no metrics endpoint, wrong API key,
+another engine's payload: the reason is in the report), 1 configuration error (including no engine at
+all: a cron check pointed at the wrong configuration must not pass).
 Rates and windowed quantiles need two scrapes or more, so one-shot status samples for
 ``--sample`` seconds (default 5) before it reports; ``--sample 0`` reports health and gauges only.
 """
@@ -13,11 +15,12 @@ import sys
 import time
 from typing import Any
 
-EXIT_OK, EXIT_CONFIG, EXIT_UNREACHABLE = 0, 1, 2
+EXIT_OK, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_METRICS = 0, 1, 2, 3
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("status", help="engines, GPUs and host, normalised (exit 2 if an engine is unreachable)")
+    p = sub.add_parser("status", help="engines, GPUs and host, normalised (exit 2 if an engine is unreachable, "
+                       "3 if its metrics cannot be read)")
     p.add_argument("--engine", action="append", default=[], metavar="NAME|PROFILE@URL",
                    help="an engine to include (configured name, or PROFILE@URL such as vllm@http://127.0.0.1:8000); "
                    "repeatable; without it every configured engine")
@@ -94,7 +97,9 @@ def _report(hub: Any, args: argparse.Namespace) -> int:
         print(status_json(snap, indent=None if args.watch else 2), flush=True)
     else:
         print(render_text(snap), flush=True)
-    return EXIT_OK if all(e.reachable for e in snap.engines) else EXIT_UNREACHABLE
+    if not all(e.reachable for e in snap.engines):
+        return EXIT_UNREACHABLE
+    return EXIT_METRICS if any(e.metrics_freshness.stale for e in snap.engines) else EXIT_OK
 
 
 def _num(v: float | None, fmt: str = "{:.0f}") -> str:

@@ -173,11 +173,20 @@ class EngineCollector:
         """Worker thread: parse, normalise, add to the windows. Only one runs per engine at a time,
         so ``self.state`` is never touched by two threads at once."""
         from console.telemetry.normalize import normalize
+        from console.telemetry.recognize import DRAINED, foreign_hint, is_drained
 
-        reading = normalize(self.instance.profile, body, full=want_raw)
+        profile = self.instance.profile
+        reading = normalize(profile, body, full=want_raw)
+        # Another engine's payload (or the wrong profile) is no reading of this one: say whose it is.
+        hint = foreign_hint(profile, reading, body)
+        if hint:
+            return f"{profile.metrics.path}: {hint}"
         if not reading.ok:
-            return f"{self.instance.profile.metrics.path}: unparseable payload ({reading.error_summary()})"
-        self.state.ingest(mono, reading)
+            if reading.format == "trtllm-json" and is_drained(body):
+                return f"{profile.metrics.path}: {DRAINED}"
+            return f"{profile.metrics.path}: unparseable payload ({reading.error_summary()})"
+        # The wall-clock moment of ``mono``, to compare with the series' _created times.
+        self.state.ingest(mono, reading, wall=time.time() - (time.monotonic() - mono))
         models, total = self.state.metrics()
         if want_raw:
             return _Digest(models, total, reading.missing, reading.raw, reading.unmapped)

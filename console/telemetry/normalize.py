@@ -65,6 +65,8 @@ class Resolution:
     raw_name: str
     legacy: bool  # not the profile's first (current) name
     kind: str  # the mapping's kind: gauge, counter, histogram, histogram_sum, histogram_count
+    # No series yet: a counter the engine creates on first use (``first_use``), read as 0.
+    none_yet: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,9 @@ class ModelReading:
     counters: dict[str, dict[SeriesKey, float]] = field(default_factory=dict)
     # canonical histogram -> series key -> histogram.
     histograms: dict[str, dict[SeriesKey, HistogramSeries]] = field(default_factory=dict)
+    # canonical counter -> series key -> when the series was born (its ``_created``, unix seconds),
+    # where the engine exports one.
+    created: dict[str, dict[SeriesKey, float]] = field(default_factory=dict)
 
     def counter_total(self, canonical: str) -> float | None:
         """Sum over series of a counter; None when the payload lacked it for this model (or the
@@ -169,8 +174,20 @@ def escaped_name(name: str) -> str:
 
 def wanted_names(profile: EngineProfile) -> frozenset[str]:
     """Raw names the profile maps, also in their escaped form (for ``promtext.parse(wanted=...)``)."""
-    names = [n for m in profile.metrics.map.values() for n in m.names]
+    names = [n for m in profile.metrics.map.values() for n in m.raw_names()]
+    # Counters' ``_created`` series (prometheus_client): x_total -> x_created; and their OpenMetrics
+    # family name x (declared with no sample yet, the family of a first-use counter is still there).
+    bases = [n.removesuffix("_total") for m in _counter_parts(profile) for n in m.names]
+    names += bases + [b + "_created" for b in bases]
     return frozenset(names + [escaped_name(n) for n in names])
+
+
+def _counter_parts(profile: EngineProfile) -> list[MetricMapping]:
+    out: list[MetricMapping] = []
+    for m in profile.metrics.map.values():
+        if m.kind == "counter":
+            out += [m, *(p for p in m.plus if p.kind == "counter")]
+    return out
 
 
 def sniff_format(payload: bytes | str) -> PayloadFormat:
@@ -213,15 +230,30 @@ def normalize(
     resolved: dict[str, Resolution] = {}
     missing: list[str] = []
     used_families: set[str] = set()
+    builder.created = parsed.created
+    first_use_zero: list[str] = []
     for canonical, mapping in spec.map.items():
-        found = _resolve(parsed, mapping)
-        if found is None:
-            missing.append(canonical)
-            continue
-        index, samples, fams = found
-        used_families.update(fams)
-        resolved[canonical] = Resolution(canonical, mapping.names[index], index > 0, mapping.kind)
-        builder.add(canonical, mapping, samples)
+        # A counter may add further raw counters (``plus``): each part is read on its own, and the
+        # series of a part after the first carry its raw name, so that they never collide.
+        none_yet = False
+        for i, part in enumerate((mapping, *mapping.plus)):
+            found = _resolve(parsed, part)
+            if found is None:
+                none_yet = none_yet or (part.first_use and _has_family(parsed, part))
+                continue
+            index, samples, fams = found
+            used_families.update(fams)
+            if canonical not in resolved:
+                resolved[canonical] = Resolution(canonical, part.names[index], index > 0, part.kind)
+            builder.add(canonical, part, samples, tag=(("__name__", part.names[index]),) if i else ())
+        if canonical not in resolved:
+            if none_yet:
+                # Created on first use and none used yet: 0, not n/a (the engine has the family).
+                resolved[canonical] = Resolution(canonical, mapping.names[0], False, mapping.kind, none_yet=True)
+                first_use_zero.append(canonical)
+            else:
+                missing.append(canonical)
+    builder.zero_counters(first_use_zero, default_model=not spec.model_label)
     unmapped = tuple(name for name, fam in parsed.families.items() if fam.samples and name not in used_families)
     return Reading(
         profile=profile.name,
@@ -280,6 +312,22 @@ def _resolve_name(parsed: ParseResult, mapping: MetricMapping, name: str) -> tup
     else:
         samples = _samples_named(parsed, name, fams)
     return (samples, fams) if samples else None
+
+
+def _has_family(parsed: ParseResult, mapping: MetricMapping) -> bool:
+    """Whether the payload shows that the engine has this first-use counter family: it declares it
+    (a ``# TYPE`` line without samples yet), one of ``present_with`` has samples, or every build has
+    it (``present_with`` empty)."""
+    declared = {v for name in mapping.names for v in (name, name.removesuffix("_total"))}
+    if any(n in parsed.families or escaped_name(n) in parsed.families for n in declared):
+        return True
+    if not mapping.present_with:
+        return True
+    for name in mapping.present_with:
+        for n in (name, escaped_name(name)):
+            if parsed.samples_named(n) or any(parsed.samples_named(n + s) for s in ("_count", "_sum")):
+                return True
+    return False
 
 
 def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
@@ -357,12 +405,13 @@ class _HistAcc:
 
 
 class _ModelAcc:
-    __slots__ = ("counters", "gauges", "histograms", "kv_mean", "replicas")
+    __slots__ = ("counters", "created", "gauges", "histograms", "kv_mean", "replicas")
 
     def __init__(self) -> None:
         self.gauges: dict[str, float] = {}
         self.kv_mean: float | None = None
         self.counters: dict[str, dict[SeriesKey, float]] = {}
+        self.created: dict[str, dict[SeriesKey, float]] = {}
         self.histograms: dict[str, dict[SeriesKey, HistogramSeries]] = {}
         self.replicas: set[SeriesKey] = set()
 
@@ -379,6 +428,7 @@ class _Builder:
         self.replica_labels = frozenset(replica_labels)
         self.shard_labels = frozenset(shard_labels)
         self.models: dict[str, _ModelAcc] = {}
+        self.created: dict[str, dict[SeriesKey, float]] = {}  # the payload's _created values
         config = (model_label, self.replica_labels, self.shard_labels)
         cache = _SPLIT_CACHES.get(config)
         if cache is None:
@@ -420,15 +470,23 @@ class _Builder:
             acc = self.models[name] = _ModelAcc()
         return acc
 
-    def add(self, canonical: str, mapping: MetricMapping, samples: list[Sample]) -> None:
+    def add(self, canonical: str, mapping: MetricMapping, samples: list[Sample], tag: SeriesKey = ()) -> None:
         if mapping.kind == "histogram":
             self._add_histogram(canonical, mapping, samples)
             return
         scale = mapping.scale
         # model -> series key -> max over shards
         per_model: dict[str, dict[SeriesKey, float]] = {}
+        born: dict[str, dict[SeriesKey, float]] = {}
         for s in samples:
             model, key, _shard, replica = self._split(s.labels)
+            if tag:
+                key = (*key, *tag)
+            if self.created and mapping.kind == "counter":
+                created = self.created.get(s.name.removesuffix("_total"), {}).get(s.labels)
+                if created is not None and math.isfinite(created):
+                    births = born.setdefault(model, {})
+                    births[key] = min(births.get(key, created), created)
             acc = self._model(model)
             acc.replicas.add(replica)
             series = per_model.setdefault(model, {})
@@ -457,7 +515,20 @@ class _Builder:
                     acc.kv_mean = total / len(values)
             else:
                 # Counters: an empty dict means "present, nothing matched yet" (sums to 0).
-                acc.counters[canonical] = series
+                acc.counters.setdefault(canonical, {}).update(series)
+                if model in born:
+                    acc.created.setdefault(canonical, {}).update(born[model])
+
+    def zero_counters(self, canonicals: list[str], *, default_model: bool) -> None:
+        """Counters with no series yet that read 0: present (empty) for every model of the payload,
+        or for the single model "" of an engine without a model label."""
+        if not canonicals:
+            return
+        if not self.models and default_model:
+            self._model("")
+        for acc in self.models.values():
+            for canonical in canonicals:
+                acc.counters.setdefault(canonical, {})
 
     def _add_histogram(self, canonical: str, mapping: MetricMapping, samples: list[Sample]) -> None:
         # (model, series key, shard key) -> accumulator; the hot loop of a large payload.
@@ -511,6 +582,7 @@ class _Builder:
                 replicas=max(1, len({r for r in acc.replicas if r})),
                 counters=acc.counters,
                 histograms=acc.histograms,
+                created=acc.created,
             )
             for name, acc in self.models.items()
         }

@@ -14,8 +14,9 @@ are skipped after reading only their name. A label set over 64 KiB makes its lin
 Conventions:
 - Metric names may contain ``:`` (vLLM, SGLang, llama.cpp).
 - Labels of a sample are sorted by label name (stable series identity across scrapes).
-- ``*_created`` series of counters, histograms and summaries (prometheus_client) are skipped unless
-  ``keep_created``.
+- ``*_created`` series of counters, histograms and summaries (prometheus_client) are not samples of
+  any family unless ``keep_created``: their values go to ``ParseResult.created`` (when each series was
+  born, unix seconds), keyed by base name (``x`` for ``x_created``) and labels.
 - Samples without a ``# TYPE`` are "untyped"; ``X_bucket`` samples with an ``le`` label and no
   TYPE are grouped into an (inferred) histogram family ``X``, and ``X_sum``/``X_count`` join it.
 - Timestamps are accepted and ignored (values are "now"): integer milliseconds (text 0.0.4) or
@@ -97,6 +98,8 @@ class ParseResult:
     error_count: int = 0
     sample_count: int = 0
     line_count: int = 0
+    # base name (``vllm:request_success`` for ``vllm:request_success_created``) -> labels -> birth time.
+    created: dict[str, dict[Labels, float]] = field(default_factory=dict)
 
     def samples_named(self, name: str) -> list[Sample]:
         """All samples whose sample name is exactly ``name``, whichever family holds them."""
@@ -367,6 +370,9 @@ def parse(
         except ValueError as exc:
             error(idx + 1, str(exc) or "malformed sample", line)
             continue
+        if fam is _CREATED:
+            result.created.setdefault(name[: -len("_created")], {})[labels] = value
+            continue
         fam.samples.append(Sample(name, labels, value))
         n_samples += 1
     result.sample_count = n_samples
@@ -375,11 +381,15 @@ def parse(
     return result
 
 
+# Where ``_route`` sends the ``_created`` samples of counters and histograms (to ``ParseResult.created``).
+_CREATED = Family("", "created")
+
+
 def _route(name: str, families: dict[str, Family], created_skip: set[str], keep_created: bool) -> Family | None:
     """Which family a sample name belongs to; creates an untyped one when none is declared."""
     fam = families.get(name)
     if fam is not None:
-        return None if name in created_skip else fam
+        return _CREATED if name in created_skip else fam
     for suffix in _CHILD_SUFFIXES:
         if name.endswith(suffix):
             parent = families.get(name[: -len(suffix)])
@@ -395,7 +405,7 @@ def _route(name: str, families: dict[str, Family], created_skip: set[str], keep_
     if not keep_created and name.endswith("_created"):
         base = name[: -len("_created")]
         if base in families or base + "_total" in families:
-            return None
+            return _CREATED
     if name.endswith("_bucket"):
         # An undeclared histogram (e.g. an excerpt that lost its TYPE line): group under its base.
         base = name[: -len("_bucket")]

@@ -8,10 +8,16 @@ restarted, or a series was re-created) starts a *new baseline*: the increase acr
 interval that contains the reset is counted as 0, later increases count normally. We do not assume
 "post-reset value = increase from 0" (Prometheus' choice): after a restart with a long scrape gap
 that would put everything done since the restart into one interval, a spike. New baseline never
-over-counts; it under-counts at most one scrape interval of one series. A series seen for the first
-time (a new DP engine, a new ``finished_reason``) also starts at its baseline. Histograms use the
-same rule per series (a drop of ``count`` or of any bucket), and a change of bucket layout is a new
+over-counts; it under-counts at most one scrape interval of one series. Histograms use the same
+rule per series (a drop of ``count`` or of any bucket), and a change of bucket layout is a new
 series. Rates are therefore never negative.
+
+**New series.** A counter series seen for the first time in a metric that was already present at the
+previous scrape was born since (engines create labelled series on first use: the first
+``request_error_total{http_code="500"}``, TGI's first ``request_failure{err}``): it was 0 then, and
+all of its value counts. Where the engine exports ``_created`` and it is older than the previous
+scrape (by more than ``CREATED_SLACK``), the series existed unseen and starts at its baseline
+instead, as does every series of a metric seen for the first time (the console's first scrape).
 
 **Windows.** A rate over W seconds is (Σ increase since the newest frame at least W old) / (elapsed
 time since that frame). While the history is shorter than W (start-up) the oldest frame is used:
@@ -41,7 +47,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from console.model import ModelMetrics, Quantiles, Rates
 from console.profiles import EngineProfile
@@ -95,6 +101,7 @@ class _Frame:
     t: float
     counters: _CounterTree
     hists: _HistTree
+    wall: float | None = None  # wall-clock time of the scrape, when known (to compare with _created)
 
 
 @dataclass(slots=True)
@@ -204,21 +211,29 @@ class EngineMetricsState:
 
     # -- ingest ---------------------------------------------------------------------------------
 
-    def ingest(self, t_monotonic: float, reading: Reading) -> None:
-        """Add one reading taken at ``t_monotonic``. Readings not newer than the last are used for
-        gauges only (a clock that does not advance cannot give rates)."""
+    def ingest(self, t_monotonic: float, reading: Reading, wall: float | None = None) -> None:
+        """Add one reading taken at ``t_monotonic`` (``wall``: the same moment in unix seconds, to
+        compare with series' ``_created``). Readings not newer than the last are used for gauges
+        only (a clock that does not advance cannot give rates)."""
         self._latest = reading
         if self._frames and t_monotonic <= self._frames[-1].t:
             return
+        prev = self._frames[-1] if self._frames else None
         counters: _CounterTree = {}
         hists: _HistTree = {}
         for model, mr in reading.models.items():
             c_out: dict[str, dict[SeriesKey, float]] = {}
             for canonical, series in mr.counters.items():
-                c_out[canonical] = {
-                    key: self._correct((model, canonical, key), (value,), (), t_monotonic)[0]
-                    for key, value in series.items()
-                }
+                out: dict[SeriesKey, float] = {}
+                for key, value in series.items():
+                    ident = (model, canonical, key)
+                    new = ident not in self._tracks
+                    out[key] = self._correct(ident, (value,), (), t_monotonic)[0]
+                    born = mr.created.get(canonical, {}).get(key)
+                    if new and prev is not None and _born_since(prev, canonical, born):
+                        # Created since the previous scrape: it was 0 then, so all of it counts.
+                        prev.counters.setdefault(model, {}).setdefault(canonical, {})[key] = 0.0
+                c_out[canonical] = out
             counters[model] = c_out
             h_out: dict[str, dict[SeriesKey, _HVec]] = {}
             for canonical, hseries in mr.histograms.items():
@@ -227,7 +242,7 @@ class EngineMetricsState:
                     for key, h in hseries.items()
                 }
             hists[model] = h_out
-        self._frames.append(_Frame(t_monotonic, counters, hists))
+        self._frames.append(_Frame(t_monotonic, counters, hists, wall))
         self._trim(t_monotonic)
 
     def _correct(
@@ -363,7 +378,8 @@ class EngineMetricsState:
         if spec is not None and frames:
             cur = frames[-1].counters
             needed = (*spec.numerator, *spec.denominator)
-            has_all = any(all(c in cur.get(m, {}) for c in needed) for m in models)
+            # Counters with series (a first-use counter with none yet is no basis for a ratio).
+            has_all = any(all(cur.get(m, {}).get(c) for c in needed) for m in models)
             if has_all:
                 base = self._base_index(HIT_RATE_WINDOW)
                 if base is None:
@@ -442,10 +458,29 @@ class EngineMetricsState:
             return (), ModelMetrics(model=TOTAL_MODEL)
         names = list(self._latest.models)
         per_model = tuple(self._model_metrics(n, [n]) for n in names)
+        if len(per_model) == 1:
+            # One model (the usual case): its total is the same computation over the same series.
+            return per_model, replace(per_model[0], model=TOTAL_MODEL)
         total = self._model_metrics(TOTAL_MODEL, names)
         return per_model, total
 
     snapshot = metrics
+
+
+# How much earlier than our previous scrape (by our clock) a series' _created may be and still count
+# as born after it: the engine's clock may differ from ours by this much.
+CREATED_SLACK = 1.0
+
+
+def _born_since(prev: _Frame, canonical: str, created: float | None) -> bool:
+    """Whether a counter series first seen now was born after the scrape ``prev``: the metric was
+    present then (for some model, if only as a first-use counter with no series yet), and its
+    ``_created`` (where exported) is not older than that scrape."""
+    if not any(canonical in by_canon for by_canon in prev.counters.values()):
+        return False  # the metric itself is new: its first values are a baseline
+    if created is None or prev.wall is None:
+        return True
+    return created >= prev.wall - CREATED_SLACK
 
 
 def _delta(now: float, then: float) -> float:

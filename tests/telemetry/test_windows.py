@@ -104,10 +104,11 @@ def test_reset_of_one_dp_replica_keeps_the_others(vllm: EngineProfile) -> None:
     assert m.counters["prompt_tokens"] == pytest.approx(3000.0 + 1000.0 + 500.0)
 
 
-def test_new_series_starts_at_its_baseline(vllm: EngineProfile) -> None:
+def test_new_series_created_before_the_previous_scrape_starts_at_its_baseline(vllm: EngineProfile) -> None:
     st = EngineMetricsState(vllm)
-    st.ingest(0.0, normalize(vllm, _vllm({"0": 100.0})))
-    st.ingest(5.0, normalize(vllm, _vllm({"0": 600.0, "3": 10**9})))  # DP engine 3 appears
+    wall = 1.7958e9 + 3600.0  # the payloads' _created (1.7958e9) is an hour before the first scrape
+    st.ingest(0.0, normalize(vllm, _vllm({"0": 100.0})), wall=wall)
+    st.ingest(5.0, normalize(vllm, _vllm({"0": 600.0, "3": 10**9})), wall=wall + 5)  # DP engine 3 appears
     (m,), _ = st.metrics()
     assert m.prompt_tps.r5s == pytest.approx(100.0)
 
