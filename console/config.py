@@ -237,6 +237,8 @@ def load_config(path: str | Path | None = None, *, required: bool = False) -> Co
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(p), "", f"invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nesting level
+        raise ConfigError(str(p), "", "invalid TOML: nested too deeply") from None
     return parse_config(data, str(p))
 
 

@@ -79,6 +79,7 @@ def summarize(raw: LevelRaw, slo: Mapping[str, float] | None = None) -> dict[str
         "error_rate": len(failed) / (len(failed) + n_ok) if (failed or n_ok) else None,
         "errors": _error_samples(failed),
         "stopped_early": raw.stopped_early,
+        "stopped_on_errors": raw.stopped_on_errors,
     }
     dists: dict[str, Any] = {}
     for key, values in (

@@ -19,8 +19,10 @@ import multiprocessing as mp
 import os
 import platform
 import queue as _queue
+import signal
 import statistics
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +36,7 @@ from console.client.workloads import WorkloadSpec, generate
 from console.profiles import EngineProfile
 
 SCHEMA = "enginedeck.bench/1"
+INTERRUPT_GRACE = 30.0  # seconds the child gets to cancel its level and send what finished
 SCHEMA_VERSION = 1
 
 
@@ -129,23 +132,48 @@ def _install_fast_loop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressFn | None = None) -> dict[str, Any]:
-    """Run every (engine, repeat) in ABBA order; returns the result document (JSON-ready)."""
+async def run_bench(
+    cfg: BenchConfig, models: Sequence[str], progress: ProgressFn | None = None, *, interruptible: bool = False
+) -> dict[str, Any]:
+    """Run every (engine, repeat) in ABBA order; returns the result document (JSON-ready).
+
+    ``interruptible`` (main thread only): SIGINT stops the run and the document holds the levels
+    that finished, with ``"interrupted": true``."""
     started = _dt.datetime.now(_dt.UTC)
     raw_by_key: dict[tuple[int, int, int], LevelRaw] = {}
     collect = default_collect() if cfg.gpu == "nvml" else None
     order = run_order(len(cfg.engines), cfg.repeats)
     swaps: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
     swapper = None
+    interrupted = False
     if cfg.swap:
         from console.client.swap import Swapper
 
         swapper = await asyncio.to_thread(Swapper, cfg.config_path, [e.name for e in cfg.engines])
+    loop = asyncio.get_running_loop()
+    work = loop.create_task(_run_all(cfg, models, order, raw_by_key, collect, swapper, swaps, progress, runs))
+
+    def on_sigint() -> None:
+        nonlocal interrupted
+        if not interrupted:  # once: a second cancel would cut the level's own clean-up short
+            interrupted = True
+            work.cancel()
+
+    if interruptible:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
-        runs = await _run_all(cfg, models, order, raw_by_key, collect, swapper, swaps, progress)
+        await work
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise  # cancelled from outside, not by Ctrl-C
     finally:
+        if interruptible:
+            loop.remove_signal_handler(signal.SIGINT)
         if swapper is not None:
             swapper.close()
+    # A level cut short is not a result: only the levels that finished are kept.
+    runs = [r for r in runs if r["levels"]]
     labels = short_labels(cfg.engines)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -168,6 +196,7 @@ async def run_bench(cfg: BenchConfig, models: Sequence[str], progress: ProgressF
     }
     if cfg.swap:
         doc["swaps"] = swaps
+    doc["interrupted"] = interrupted
     doc["prompt_token_check"] = prompt_token_check(cfg, raw_by_key)
     doc["summary"] = combine(doc)
     return doc
@@ -182,8 +211,9 @@ async def _run_all(
     swapper: Any,
     swaps: list[dict[str, Any]],
     progress: ProgressFn | None,
-) -> list[dict[str, Any]]:
-    runs: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]],
+) -> None:
+    """Appends to ``runs`` as levels finish, so an interrupted run keeps what it completed."""
     for pos, (ei, rep) in enumerate(order):
         e = cfg.engines[ei]
         target = Target(e.name, e.profile, e.url, models[ei], e.api_key, cfg.endpoint)
@@ -193,7 +223,8 @@ async def _run_all(
             swaps.append(await asyncio.to_thread(swapper.activate, e.name))
         if progress:
             progress({"type": "run_start", "engine": e.name, "repeat": rep, "position": pos, "of": len(order)})
-        levels_out = []
+        levels_out: list[dict[str, Any]] = []
+        runs.append({"engine": e.name, "repeat": rep, "position": pos, "levels": levels_out})
         for li, spec in enumerate(cfg.levels):
             warm = spec.warmup_count
             prompts = generate(cfg.workload, warm + spec.num_prompts, cfg.seed, tag=f"L{li}R{rep}-")
@@ -222,8 +253,6 @@ async def _run_all(
                     "ttft_p50_ms": lat["ttft_ms"]["p50"], "tpot_p50_ms": lat["tpot_ms"]["p50"],
                     "output_tput": summary["throughput"].get("output_tput"),
                 })  # fmt: skip
-        runs.append({"engine": e.name, "repeat": rep, "position": pos, "levels": levels_out})
-    return runs
 
 
 def short_labels(engines: Sequence[EngineTarget]) -> list[str]:
@@ -319,6 +348,8 @@ def combine(doc: dict[str, Any]) -> dict[str, Any]:
     n_levels = len(doc["config"]["levels"])
     levels = []
     for li in range(n_levels):
+        if not any(li < len(run["levels"]) for run in doc["runs"]):
+            continue  # an interrupted run never reached this level
         per_engine: dict[str, dict[str, Any]] = {}
         flags: dict[str, dict[str, Any]] = {}
         for name in names:
@@ -390,6 +421,9 @@ def _version() -> str:
 
 
 def _child(cfg: BenchConfig, models: list[str], q: Any, quiet: bool = False) -> None:
+    # Ctrl-C reaches this process too (same process group): run_bench turns it into "stop and
+    # report the levels that finished"; until its handler is in place, ignore it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if quiet:  # under a full-screen UI nothing may reach the terminal
         devnull = open(os.devnull, "w")  # noqa: SIM115
         os.dup2(devnull.fileno(), 1)
@@ -400,7 +434,7 @@ def _child(cfg: BenchConfig, models: list[str], q: Any, quiet: bool = False) -> 
         q.put(ev)
 
     try:
-        doc = asyncio.run(run_bench(cfg, models, progress))
+        doc = asyncio.run(run_bench(cfg, models, progress, interruptible=True))
     except BaseException as exc:  # report any failure as one line to the parent
         q.put({"type": "error", "message": f"{type(exc).__name__}: {exc}"})
         return
@@ -421,6 +455,8 @@ def run_in_subprocess(
 ) -> dict[str, Any]:
     """Run the bench in a fresh process; progress events are passed to ``on_progress`` here.
 
+    Ctrl-C (KeyboardInterrupt here) asks the child to stop: the document it returns holds the
+    levels that finished and ``"interrupted": true``; a second Ctrl-C gives up at once.
     ``quiet``: the child's stdout/stderr go to /dev/null (use it under a full-screen UI)."""
     ctx = mp.get_context("spawn")
     saved = sys.stderr
@@ -440,21 +476,11 @@ def run_in_subprocess(
     finally:
         sys.stderr = saved
     try:
-        while True:
-            if should_stop is not None and should_stop():
-                raise BenchFailed("stopped")
-            try:
-                ev = q.get(timeout=0.2)
-            except _queue.Empty:
-                if not proc.is_alive():
-                    raise BenchFailed(f"bench process exited with code {proc.exitcode}") from None
-                continue
-            if ev.get("type") == "result":
-                return dict(ev["data"])
-            if ev.get("type") == "error":
-                raise BenchFailed(str(ev.get("message")))
-            if on_progress is not None:
-                on_progress(ev)
+        return _collect(proc, q, on_progress, should_stop)
+    except KeyboardInterrupt:
+        if proc.pid is not None and proc.is_alive():
+            os.kill(proc.pid, signal.SIGINT)  # also when only we got it (kill -INT, not a terminal)
+        return _collect(proc, q, on_progress, None, deadline=time.monotonic() + INTERRUPT_GRACE)
     finally:
         if proc.is_alive():
             proc.terminate()
@@ -463,3 +489,31 @@ def run_in_subprocess(
             proc.kill()
             proc.join(1)
         q.close()
+
+
+def _collect(
+    proc: Any,
+    q: Any,
+    on_progress: Callable[[dict[str, Any]], None] | None,
+    should_stop: Callable[[], bool] | None,
+    *,
+    deadline: float | None = None,
+) -> dict[str, Any]:
+    """Progress events until the child's result (or its error, or its death)."""
+    while True:
+        if should_stop is not None and should_stop():
+            raise BenchFailed("stopped")
+        if deadline is not None and time.monotonic() > deadline:
+            raise BenchFailed(f"the bench process did not stop within {INTERRUPT_GRACE:g} s of Ctrl-C")
+        try:
+            ev = q.get(timeout=0.2)
+        except _queue.Empty:
+            if not proc.is_alive():
+                raise BenchFailed(f"bench process exited with code {proc.exitcode}") from None
+            continue
+        if ev.get("type") == "result":
+            return dict(ev["data"])
+        if ev.get("type") == "error":
+            raise BenchFailed(str(ev.get("message")))
+        if on_progress is not None:
+            on_progress(ev)

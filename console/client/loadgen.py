@@ -116,7 +116,8 @@ class LevelRaw:
     selfcheck: SelfCheck
     server: LevelServerStats
     gpu: dict[str, Any]
-    stopped_early: str = ""
+    stopped_early: str = ""  # why sending stopped before every prompt was sent ("" = it did not)
+    stopped_on_errors: bool = False  # ... because too many requests failed (not a time limit)
 
 
 class _LoopLag:
@@ -189,6 +190,7 @@ async def run_level(
     warm = spec.warmup_count
     records: list[RequestRecord] = []
     stop_reason = ""
+    stopped_on_errors = False
     completed = 0
     errors = 0
     completions_ns: list[int] = []
@@ -215,7 +217,7 @@ async def run_level(
         })  # fmt: skip
 
     def done(rec: RequestRecord) -> None:
-        nonlocal completed, errors, tokens_events, stop_reason
+        nonlocal completed, errors, tokens_events, stop_reason, stopped_on_errors
         completed += 1
         completions_ns.append(_perf_ns())
         tokens_events += len(rec.event_t_ns)
@@ -224,6 +226,7 @@ async def run_level(
             if (stop_on_errors and not stop_reason and completed >= STOP_MIN_REQUESTS
                     and errors / completed > STOP_ERROR_RATE):  # fmt: skip
                 stop_reason = f"error rate {errors / completed:.0%} > {STOP_ERROR_RATE:.0%} after {completed} requests"
+                stopped_on_errors = True
         report()
 
     async def one(i: int, t_sched: int) -> None:
@@ -340,4 +343,5 @@ async def run_level(
     records.sort(key=lambda r: r.index)
     return LevelRaw(
         spec, records, lmode, t_start, t_end, w0, w1, sc, server, gpu.result() if gpu else {}, stop_reason,
+        stopped_on_errors,
     )  # fmt: skip

@@ -124,6 +124,8 @@ def render_text(doc: dict[str, Any]) -> str:
     buf = io.StringIO()
     console = Console(file=buf, width=160, force_terminal=False, color_system=None)
     names = doc["summary"]["engines"]
+    if doc.get("interrupted"):
+        console.print(f"INTERRUPTED: {_interrupted_note(doc)}\n")
     for level in doc["summary"]["levels"]:
         title = f"{level['label']}  ·  {_workload_line(doc)}"
         t = Table(title=title, title_justify="left", show_lines=False)
@@ -151,6 +153,11 @@ def render_text(doc: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+def _interrupted_note(doc: dict[str, Any]) -> str:
+    done = len(doc["summary"]["levels"])
+    return f"stopped by Ctrl-C; {done} of {len(doc['config']['levels'])} level(s) finished and are shown"
+
+
 def _workload_line(doc: dict[str, Any]) -> str:
     cfg = doc["config"]
     w = cfg["workload"]
@@ -163,7 +170,10 @@ def _workload_line(doc: dict[str, Any]) -> str:
 def to_markdown(doc: dict[str, Any]) -> str:
     names = doc["summary"]["engines"]
     labels = _labels(doc)
-    out = [f"# Benchmark: {' vs '.join(labels)}", "", f"Workload: {_workload_line(doc)}", ""]
+    out = [f"# Benchmark: {' vs '.join(labels)}", ""]
+    if doc.get("interrupted"):
+        out += [f"**Interrupted**: {_interrupted_note(doc)}", ""]
+    out += [f"Workload: {_workload_line(doc)}", ""]
     out.extend(f"- {lab}: {e['profile']} at {e['url']}, model {e['model']}" for lab, e in zip(labels, doc["engines"],
                                                                                           strict=False))
     out.append("")
@@ -185,8 +195,11 @@ def to_markdown(doc: dict[str, Any]) -> str:
 
 
 def to_csv(doc: dict[str, Any]) -> str:
-    """Long format: level, engine, metric, median, min, max, n (plus B/A rows)."""
+    """Long format: level, engine, metric, median, min, max, n (plus B/A rows); an interrupted run
+    starts with a ``# interrupted: ...`` comment line."""
     buf = io.StringIO()
+    if doc.get("interrupted"):
+        buf.write(f"# interrupted: {_interrupted_note(doc)}\n")
     w = csv.writer(buf)
     w.writerow(["level", "engine", "metric", "median", "min", "max", "n"])
     for level in doc["summary"]["levels"]:

@@ -3,6 +3,10 @@
 Checks every engine's readiness first (GET /v1/models; an unreachable engine is one line and exit
 2), runs the load in a child process, prints the comparison table (rows = metrics, columns =
 engines, B/A), and writes JSON (docs/bench-json-schema.md), CSV and Markdown on request.
+
+Exit codes: 0 every level ran to the end, 1 bad input or no request succeeded on an engine,
+2 an engine is unreachable, 3 a level stopped early because too many requests failed (the results
+are written), 130 interrupted (Ctrl-C): the levels that finished are written, marked "interrupted".
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import time
 from typing import Any
 
 EXIT_UNREACHABLE = 2
+EXIT_STOPPED_ON_ERRORS = 3
+EXIT_INTERRUPTED = 130
 
 
 def register(sub: Any) -> None:
@@ -145,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
 
     from console.client.bench import BenchFailed, check_ready, run_in_subprocess
     from console.client.http import HTTPError
-    from console.client.report import render_text, write_outputs
+    from console.client.report import render_text, scrubbed, write_outputs
     from console.errors import UserError
 
     cfg = build_config(args)
@@ -186,14 +192,27 @@ def run(args: argparse.Namespace) -> int:
         doc = run_in_subprocess(cfg, models, progress)
     except BenchFailed as exc:
         raise UserError(f"bench failed: {exc}") from None
+    doc = scrubbed(doc)
     print(render_text(doc), end="")
     write_outputs(doc, json_path=args.json_out, csv_path=args.csv_out, md_path=args.md_out)
     for label, path in (("JSON", args.json_out), ("CSV", args.csv_out), ("Markdown", args.md_out)):
         if path:
             print(f"{label} written to {path}", file=sys.stderr)
+    if doc.get("interrupted"):
+        done = len(doc["summary"]["levels"])
+        print(f"enginedeck: bench interrupted: {done} of {len(cfg.levels)} level(s) finished "
+              "and are in the results (marked interrupted)", file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
     dead = [e["name"] for e in doc["engines"]
             if not any(lv["requests"]["completed"] for run in doc["runs"] if run["engine"] == e["name"]
                        for lv in run["levels"])]  # fmt: skip
     if dead:
         raise UserError(f"no request succeeded on {', '.join(dead)} (see the errors in the table/JSON)")
+    stopped = [(run["engine"], lv["level"]["label"], lv["requests"]["stopped_early"]) for run in doc["runs"]
+               for lv in run["levels"] if lv["requests"].get("stopped_on_errors")]  # fmt: skip
+    if stopped:
+        engine, level, why = stopped[0]
+        more = f" (and {len(stopped) - 1} more)" if len(stopped) > 1 else ""
+        print(f"enginedeck: bench: level {level} on {engine} stopped early: {why}{more}", file=sys.stderr)
+        return EXIT_STOPPED_ON_ERRORS
     return 0
