@@ -24,6 +24,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.events import Resize
 from textual.screen import ModalScreen
+from textual.widgets import Input, TextArea
 
 from console.config import EngineInstance
 from console.model import FleetSnapshot
@@ -38,6 +39,10 @@ from console.ui.screens import ScreenSpec, screen_specs
 from console.ui.screens.base import DeckScreen
 
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+# Keys checked before the focused widget: quit must work from a text box and from every pop-up (a
+# plain q there is the box's letter, or closes the pop-up); enter opens the engine under the cursor
+# rather than being the table's own (hidden) binding, so the footer shows it.
+PRIORITY_KEYS = frozenset({"ctrl+q", "enter"})
 LAYOUT_BASE = "base"  # always loaded; the others are scoped under `.layout-<name>`
 
 
@@ -69,12 +74,12 @@ class UiOptions:
     setup_config_path: str | None = None
 
 
-class DeckApp(App[str | None]):
+class DeckApp(App[str | None], inherit_bindings=False):
     TITLE = "enginedeck"
     COMMANDS: ClassVar = {ActionsProvider}
     ENABLE_COMMAND_PALETTE = True
-    # Our registry owns every key; keep only Textual's emergency quit.
-    BINDINGS: ClassVar = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+    # Our registry owns every key (ctrl+q included: see PRIORITY_KEYS); Textual's own are not inherited.
+    BINDINGS: ClassVar = [Binding("ctrl+c", "quit_hint", show=False, system=True)]
 
     def __init__(
         self,
@@ -109,25 +114,44 @@ class DeckApp(App[str | None]):
         self.specs: dict[str, ScreenSpec] = screen_specs()
         self.registry = ActionRegistry()
         for a in _global_actions():
-            self.register_action(a)
+            self.registry.register(a)
         for spec in self.specs.values():
             for a in spec.actions:
-                self.register_action(a)
+                self.registry.register(a)
         for a in _control_actions():
-            self.register_action(a)
+            self.registry.register(a)
+        # The footer lists bindings in the order they were bound: a screen's own keys first, so that
+        # at 80 columns they are the ones shown, then the global ones.
+        for a in sorted(self.registry, key=lambda a: not a.screens):
+            self._bind_action(a)
 
     # -- actions -------------------------------------------------------------------------------
 
     def register_action(self, a: Action) -> None:
         self.registry.register(a)
+        self._bind_action(a)
+
+    def _bind_action(self, a: Action) -> None:
         hidden = self.options.read_only and a.mutating
-        self.bind(
-            a.keys,
-            f"deck('{a.id}')",
-            description=a.short or a.description,
-            show=a.footer and not hidden,
-            key_display=a.key_display or display_key(a.keys),
-        )
+        for key in a.keys.split(","):
+            key = key.strip()
+            # Without an explicit display, each key shows itself: in a text box, where the printable
+            # keys of an action are the box's, the footer then names the key that still works (f2).
+            self._bindings.bind(
+                key,
+                f"deck('{a.id}')",
+                a.short or a.description,
+                show=a.footer and not hidden,
+                key_display=a.key_display,
+                priority=key in PRIORITY_KEYS,
+            )
+
+    def get_key_display(self, binding: Binding) -> str:
+        return binding.key_display or display_key(binding.key)
+
+    def action_quit_hint(self) -> None:
+        # ctrl+c is a habit; the terminal is in raw mode, so it arrives as a key: say how to quit.
+        self.notify("ctrl+q quits (q too, outside a text box)", timeout=4)
 
     @property
     def screen_name(self) -> str:
@@ -141,6 +165,8 @@ class DeckApp(App[str | None]):
                 return False
             if not isinstance(self.screen, DeckScreen) and not isinstance(self.screen, ModalScreen):
                 return aid in ("quit", "help", "palette")  # e.g. the setup screen: no data to act on
+            if aid == "open" and isinstance(self.focused, Input | TextArea):
+                return False  # enter in a text box is the box's (the overview's filter keeps its text)
             return self.registry.get(aid).available_on(self.screen_name)
         return True
 
@@ -278,6 +304,12 @@ class DeckApp(App[str | None]):
         s = self.screen
         if isinstance(s, DeckScreen) and s.deck_back():
             return
+        if isinstance(self.focused, Input | TextArea) and isinstance(s, DeckScreen):
+            # Escape first leaves the text box (every plain-letter key works again), then goes back.
+            home = getattr(s, "home_focus", None)
+            target = home() if callable(home) else None
+            s.set_focus(target)
+            return
         if len(self.screen_stack) > 2:
             await self.pop_screen()
 
@@ -409,8 +441,8 @@ def _global_actions() -> list[Action]:
         await app.open_explain()
 
     return [
-        Action("quit", "q", "Quit", "Global", quit_, short="quit"),
-        Action("help", "question_mark,f1", "Help: every key", "Global", help_, short="help", key_display="?"),
+        Action("quit", "q,ctrl+q", "Quit (ctrl+q also from a text box or a pop-up)", "Global", quit_, short="quit"),
+        Action("help", "question_mark,f1", "Help: every key", "Global", help_, short="help"),
         Action("palette", "ctrl+p", "Command palette", "Global", palette, footer=False),
         Action("back", "escape", "Back / close", "Global", back, footer=False),
         Action("explain", "e", "Explain the metric under the cursor", "Global", explain, short="explain"),

@@ -14,11 +14,13 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Static
 
 from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar, console_engines
+from console.ui.widgets.footer import DeckFooter
 
 
 def bench_engines(app: Any) -> list[Any]:
@@ -31,6 +33,8 @@ def bench_engines(app: Any) -> list[Any]:
 class BenchScreen(DeckScreen):
     deck_name = "bench"
     deck_title = "Bench"
+    # Never open (or come back) with the focus in a text box: its letters would be the box's.
+    AUTO_FOCUS = "#bench-table"
 
     DEFAULT_CSS = """
     BenchScreen #bench-form { height: 3; }
@@ -59,13 +63,18 @@ class BenchScreen(DeckScreen):
             yield Input(value="128", placeholder="input len", id="bench-in")
             yield Input(value="64", placeholder="output len", id="bench-out")
             yield Input(value="random", placeholder="random | shared-prefix", id="bench-workload")
-        yield Static("F9 runs the benchmark (each engine, every level, ABBA); F10 stops it.", id="bench-progress")
+        yield Static("r (or F9) runs the benchmark (each engine, every level, ABBA); x (F10) stops it.",
+                     id="bench-progress")
         t: DataTable[str] = DataTable(id="bench-table", cursor_type="row")
         yield t
         yield Static(id="bench-notes")
-        yield Footer()
+        yield DeckFooter()
 
-    def on_mount(self) -> None:
+    def home_focus(self) -> Widget:
+        """Where Escape from a form field puts the focus."""
+        return self.query_one("#bench-table", DataTable)
+
+    def focus_form(self) -> None:
         self.query_one("#bench-engines", Input).focus()
 
     def _config(self) -> Any:
@@ -209,8 +218,12 @@ def _screen(app: Any, target: str | None) -> BenchScreen:
 ACTIONS: tuple[Action, ...] = (
     Action("bench", "B,5", "Bench: A/B benchmark in its own process", "Navigate",
            lambda app: app.show_screen("bench"), footer=False),
-    Action("bench_run", "f9", "Bench: run", "Bench", _on_bench("start"), screens=("bench",), short="run"),
-    Action("bench_stop", "f10", "Bench: stop the run", "Bench", _on_bench("stop"), screens=("bench",), short="stop"),
+    # Plain letters besides the F-keys (lost over SSH, tmux, laptops); F-keys also work in the form.
+    Action("bench_form", "i", "Bench: edit the form (tab moves between fields, esc leaves)", "Bench",
+           _on_bench("focus_form"), screens=("bench",), short="edit"),
+    Action("bench_run", "r,f9", "Bench: run", "Bench", _on_bench("start"), screens=("bench",), short="run"),
+    Action("bench_stop", "x,f10", "Bench: stop the run", "Bench", _on_bench("stop"), screens=("bench",),
+           short="stop"),
 )
 
 register_screen(ScreenSpec("bench", "Bench", _screen, ACTIONS))

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from console.config import mask_secrets
 from console.model import EngineSnapshot, FleetSnapshot, RawSeries
@@ -23,6 +23,7 @@ from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
 from console.ui.screens.overview import short_name
 from console.ui.widgets.chart import Chart
+from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line
 
 TABS = ("charts", "raw", "identity", "logs")
@@ -166,7 +167,7 @@ class EngineScreen(DeckScreen):
                 yield Static(id="identity-text")
             with TabPane("Logs", id="logs"), VerticalScroll(id="logs-scroll"):
                 yield Line(id="logs-text")
-        yield Footer()
+        yield DeckFooter()
 
     def on_mount(self) -> None:
         t = self.query_one("#raw-table", DataTable)

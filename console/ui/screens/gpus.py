@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Grid
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from console.model import FleetSnapshot, GpuSnapshot
 from console.ui import format as fmt
@@ -18,6 +18,7 @@ from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
 from console.ui.screens.overview import GPU_COLUMNS, gpu_cells, gpu_title, short_name
 from console.ui.widgets.chart import Chart
+from console.ui.widgets.footer import DeckFooter
 
 GPU_CHARTS = (
     ("util", "utilisation", lambda v: fmt.unit(v, "%").plain, 100.0, "gpu_util"),
@@ -51,7 +52,7 @@ class GpuScreen(DeckScreen):
                 yield c
         p: DataTable[Text] = DataTable(id="procs", cursor_type="row")
         yield p
-        yield Footer()
+        yield DeckFooter()
 
     def on_mount(self) -> None:
         t = self.query_one("#gpu-list", DataTable)

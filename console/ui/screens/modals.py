@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -32,8 +33,29 @@ def help_table(registry: ActionRegistry, *, read_only: bool) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar = [Binding("escape,q,question_mark", "dismiss", "Close", show=False)]
+class _Popup(ModalScreen[None]):
+    """A read-only pop-up: esc (or q) closes it, and a screen key (o g P B 1-5) closes it and goes there,
+    so the global keys work with a pop-up open too (ctrl+q quits from anywhere: a priority binding)."""
+
+    async def on_key(self, event: events.Key) -> None:
+        registry = getattr(self.app, "registry", None)
+        if registry is None:
+            return
+        for a in registry:
+            if a.group == "Navigate" and event.key in [k.strip() for k in a.keys.split(",")]:
+                event.stop()
+                self.dismiss(None)
+                run = getattr(self.app, "run_deck_action", None)
+                if callable(run):
+                    self.app.call_later(run, a.id)
+                return
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)
+
+
+class HelpScreen(_Popup):
+    BINDINGS: ClassVar = [Binding("escape,q,question_mark,f1", "dismiss", "Close", show=False)]
 
     def __init__(self, registry: ActionRegistry, *, read_only: bool) -> None:
         super().__init__()
@@ -51,11 +73,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(note)
             yield Static(help_table(self.registry, read_only=self.read_only), id="help-table")
 
-    async def action_dismiss(self, result: None = None) -> None:
-        self.dismiss(None)
 
-
-class ExplainScreen(ModalScreen[None]):
+class ExplainScreen(_Popup):
     BINDINGS: ClassVar = [Binding("escape,q,e", "dismiss", "Close", show=False)]
 
     def __init__(self, metric: str, profile: EngineProfile | None, engine: str, *, simulated: bool) -> None:
@@ -70,9 +89,6 @@ class ExplainScreen(ModalScreen[None]):
             yield Static(explain(self.metric, self.profile, engine_name=self.engine, simulated=self.simulated),
                          id="explain-text")
             yield Static(Text("esc to close", style="dim"))
-
-    async def action_dismiss(self, result: None = None) -> None:
-        self.dismiss(None)
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Input
 
 from console.model import (
     EngineSnapshot,
@@ -30,6 +30,7 @@ from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
 from console.ui.widgets.chart import block_chart, spark
+from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line
 
 CellKey = tuple[str, str]
@@ -234,7 +235,7 @@ class OverviewScreen(DeckScreen):
         with VerticalScroll(id="gpu-scroll"):
             yield Line(id="gpus")
         yield Line(id="host")
-        yield Footer()
+        yield DeckFooter()
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False

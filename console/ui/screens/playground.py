@@ -1,10 +1,13 @@
 """Prompt playground: send a prompt to an engine and watch the reply stream with live timings.
 
-One engine at a time (F2 cycles the active engine and keeps the conversation) or split view (F3:
-the same prompt to two engines at once, side by side, with a summary of the differences). Every
-request goes to the history with its timings and the engine's state at that moment (running,
-waiting, KV usage from the fleet snapshot). Copy the last request as curl (F4; the API key appears
-as ``$ENV_NAME``) or JSON (F5), or the reply (F6), through OSC 52.
+One engine at a time (n or F2 cycles the active engine and keeps the conversation) or split view
+(v or F3: the same prompt to two engines at once, side by side, with a summary of the differences).
+Every request goes to the history with its timings and the engine's state at that moment (running,
+waiting, KV usage from the fleet snapshot). Copy the last request as curl (c/F4; the API key appears
+as ``$ENV_NAME``) or JSON (j/F5), or the reply (r/F6), through OSC 52.
+
+The screen opens with the reply focused, not the prompt, so every letter key works; ``i`` (or tab)
+goes to the prompt, Escape leaves it. In the prompt the F-keys still work.
 
 Requests use the same streaming client as the load generator (``console.client``), on the app's
 event loop; the logic lives in ``console.client.playground``.
@@ -20,7 +23,8 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Input, Markdown, Static
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Markdown, Static
 
 from console.client.http import Cancellable
 from console.client.playground import (
@@ -42,6 +46,7 @@ from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar, console_engines
 from console.ui.widgets.chart import spark
+from console.ui.widgets.footer import DeckFooter
 
 REFRESH_S = 0.1  # reply/markdown redraw at most 10 times a second
 
@@ -115,6 +120,8 @@ def stats_text(rec: RequestRecord) -> Text:
 class PlaygroundScreen(DeckScreen):
     deck_name = "playground"
     deck_title = "Playground"
+    # Never open (or come back) with the focus in a text box: its letters would be the box's.
+    AUTO_FOCUS = "#pane-a VerticalScroll"
 
     DEFAULT_CSS = """
     PlaygroundScreen #pg-controls { height: 3; }
@@ -155,8 +162,8 @@ class PlaygroundScreen(DeckScreen):
         yield Static(id="pg-summary")
         t: DataTable[str] = DataTable(id="pg-history", cursor_type="row")
         yield t
-        yield Input(placeholder="prompt (Enter sends; F2 engine, F3 split, F8 cancel)", id="pg-prompt")
-        yield Footer()
+        yield Input(placeholder="prompt: i or tab to type, Enter sends, esc leaves the box", id="pg-prompt")
+        yield DeckFooter()
 
     def on_mount(self) -> None:
         t = self.query_one("#pg-history", DataTable)
@@ -165,8 +172,14 @@ class PlaygroundScreen(DeckScreen):
             t.add_column(label)
         self.query_one("#pane-b", _Pane).display = False
         self._draw_engine_line()
-        self.query_one("#pg-prompt", Input).focus()
         self.set_interval(REFRESH_S, self._tick)
+
+    def home_focus(self) -> Widget:
+        """Where Escape from a text box puts the focus: the reply (arrows scroll it)."""
+        return self.query_one("#pane-a VerticalScroll", VerticalScroll)
+
+    def focus_prompt(self) -> None:
+        self.query_one("#pg-prompt", Input).focus()
 
     def title_text(self) -> str:
         return f"Playground · {self.current.name}" if self.engines else "Playground"
@@ -241,7 +254,7 @@ class PlaygroundScreen(DeckScreen):
         if not text or not self.engines:
             return
         if self._streaming:
-            self.notify("a reply is still streaming (F8 cancels it)", severity="warning")
+            self.notify("a reply is still streaming (F8 cancels it; x outside the prompt)", severity="warning")
             return
         try:
             params = parse_params(self.query_one("#pg-params", Input).value)
@@ -362,19 +375,23 @@ SCREENS = ("playground",)
 ACTIONS: tuple[Action, ...] = (
     Action("playground", "P,4", "Playground: stream a prompt, timings, A/B split", "Navigate",
            lambda app: app.show_screen("playground"), footer=False),
-    Action("pg_cycle", "f2", "Playground: next engine (keeps the conversation)", "Playground", _on_pg("cycle_engine"),
-           screens=SCREENS, short="engine"),
-    Action("pg_split", "f3", "Playground: split view, same prompt to two engines", "Playground",
+    # Every F-key has a plain letter too (F-keys get lost over SSH, tmux and laptop keyboards); the
+    # letters work outside the prompt, the F-keys also inside it.
+    Action("pg_prompt", "i", "Playground: type a prompt (Enter sends, esc leaves the box)", "Playground",
+           _on_pg("focus_prompt"), screens=SCREENS, short="prompt"),
+    Action("pg_cycle", "n,f2", "Playground: next engine (keeps the conversation)", "Playground",
+           _on_pg("cycle_engine"), screens=SCREENS, short="engine"),
+    Action("pg_split", "v,f3", "Playground: split view, same prompt to two engines", "Playground",
            _on_pg("toggle_split"), screens=SCREENS, short="split"),
-    Action("pg_curl", "f4", "Playground: copy the last request as curl", "Playground", _on_pg("copy", "curl"),
+    Action("pg_curl", "c,f4", "Playground: copy the last request as curl", "Playground", _on_pg("copy", "curl"),
            screens=SCREENS, short="curl"),
-    Action("pg_json", "f5", "Playground: copy the last request as JSON", "Playground", _on_pg("copy", "json"),
-           screens=SCREENS, short="json"),
-    Action("pg_reply", "f6", "Playground: copy the last reply", "Playground", _on_pg("copy", "reply"),
+    Action("pg_json", "j,f5", "Playground: copy the last request as JSON", "Playground", _on_pg("copy", "json"),
+           screens=SCREENS, short="json", footer=False),
+    Action("pg_reply", "r,f6", "Playground: copy the last reply", "Playground", _on_pg("copy", "reply"),
            screens=SCREENS, short="reply"),
-    Action("pg_clear", "f7", "Playground: clear the conversation", "Playground", _on_pg("clear"),
-           screens=SCREENS, short="clear"),
-    Action("pg_cancel", "f8", "Playground: cancel the streaming reply", "Playground", _on_pg("cancel"),
+    Action("pg_clear", "C,f7", "Playground: clear the conversation", "Playground", _on_pg("clear"),
+           screens=SCREENS, short="clear", footer=False),
+    Action("pg_cancel", "x,f8", "Playground: cancel the streaming reply", "Playground", _on_pg("cancel"),
            screens=SCREENS, short="cancel"),
 )
 

@@ -1,0 +1,63 @@
+"""The footer, cut at whole keys.
+
+Textual's footer clips at the right edge, mid-word ("? h"). This one leaves out the keys that do
+not fit. The app binds a screen's own keys before the global ones, so at 80 columns the keys that
+matter on that screen are the ones shown; help (?) lists every key.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.events import Resize
+from textual.widget import Widget
+from textual.widgets import Footer, Input, TextArea
+from textual.widgets._footer import FooterKey
+
+from console.ui.actions import display_key
+
+
+def _types(key: str) -> bool:
+    """Whether a text box takes this key as a character."""
+    shown = display_key(key)
+    return len(shown) == 1 and shown.isprintable()
+
+
+def key_width(key: FooterKey, gap: int) -> int:
+    """Columns one key takes: its key, its description and the padding around them."""
+    return len(key.key_display) + len(key.description) + gap
+
+
+class DeckFooter(Footer):
+    def __init__(self) -> None:
+        super().__init__()
+        self._width = 0
+
+    def compose(self) -> ComposeResult:
+        width = self.app.size.width
+        # layouts/compact.tcss pads one column less around each key.
+        gap = 2 if getattr(self.app, "layout_name", "") == "compact" else 3
+        typing = isinstance(self.screen.focused, Input | TextArea)
+        widgets: list[Widget] = [
+            w
+            for w in super().compose()
+            # Textual keeps / + - bindings listed in a text box (it has no character for those key
+            # names), but there they type: leave them out as it does q or ?.
+            if not (typing and isinstance(w, FooterKey) and _types(w.key))
+        ]
+        palette = [w for w in widgets if w.has_class("-command-palette")]
+        budget = width - sum(key_width(w, gap) + 2 for w in palette if isinstance(w, FooterKey))
+        for w in widgets:
+            if w in palette:
+                continue
+            if isinstance(w, FooterKey):
+                need = key_width(w, gap)
+                if need > budget:
+                    break  # the rest would be clipped: leave them out, in order of importance
+                budget -= need
+            yield w
+        yield from palette
+
+    def on_resize(self, event: Resize) -> None:
+        if event.size.width != self._width:
+            self._width = event.size.width
+            self.call_after_refresh(self.recompose)

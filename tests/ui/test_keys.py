@@ -1,0 +1,194 @@
+"""Keys in every focus state (issue 10 item 9): no screen opens in a text box; quit, help, screen
+switch and back work from every screen whatever has the focus, without a letter ever landing in a
+box; every F-key action has a plain letter; the footer at 80 columns shows the screen's keys whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widget import Widget
+from textual.widgets import Footer, Input, TabbedContent
+from textual.widgets._footer import FooterKey
+
+from console.ui.actions import display_key
+from console.ui.app import DeckApp
+from console.ui.screens.base import DeckScreen
+from console.ui.screens.gpus import GpuScreen
+from console.ui.screens.modals import ExplainScreen, HelpScreen
+from console.ui.screens.overview import OverviewScreen
+from tests.ui.conftest import AppFactory
+
+SCREENS = ("overview", "engine", "gpus", "playground", "bench")
+
+
+async def _open(app: DeckApp, pilot: Pilot[Any], name: str) -> None:
+    await pilot.pause()
+    if name != "overview":
+        await app.show_screen(name, "vllm-a" if name == "engine" else None)
+    await pilot.pause()
+    await pilot.pause()
+    assert isinstance(app.screen, DeckScreen) and app.screen.deck_name == name
+
+
+def _quit_calls(app: DeckApp) -> list[object]:
+    calls: list[object] = []
+    app.exit = lambda *a, **k: calls.append(a)  # type: ignore[method-assign]
+    return calls
+
+
+async def _focus_states(app: DeckApp, pilot: Pilot[Any]) -> list[tuple[str, int]]:
+    """Every widget the user can focus on this screen, as (tab of the engine screen, place in the
+    focus chain); -1 is the overview's filter box (shown by /)."""
+    screen = app.screen
+    out: list[tuple[str, int]] = []
+    tabs = screen.query(TabbedContent)
+    for tab in list(tabs.first().query("TabPane")) if tabs else [None]:
+        if tab is not None:
+            tabs.first().active = str(tab.id)
+            await pilot.pause()
+        out.extend((str(tab.id) if tab else "", i) for i in range(len(screen.focus_chain)))
+    if isinstance(screen, OverviewScreen):
+        out.append(("", -1))
+    return out
+
+
+async def _focus(app: DeckApp, pilot: Pilot[Any], tab: str, index: int) -> Widget:
+    tabs = app.screen.query(TabbedContent)
+    if tab:
+        tabs.first().active = tab
+        await pilot.pause()
+    if index < 0:
+        await pilot.press("slash")
+        await pilot.pause()
+        widget: Widget = app.screen.query_one("#filter", Input)
+    else:
+        widget = app.screen.focus_chain[index]
+    widget.focus()
+    await pilot.pause()
+    assert app.focused is widget, (tab, index, widget)
+    return widget
+
+
+@pytest.mark.parametrize("name", SCREENS)
+async def test_no_screen_opens_with_focus_in_a_text_box(make_app: AppFactory, name: str) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(app, pilot, name)
+        assert not isinstance(app.focused, Input), f"{name} opens typing into {app.focused!r}"
+        # and after a pop-up closes, the focus is where it was
+        await pilot.press("f1")
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.focused, Input)
+
+
+@pytest.mark.parametrize("name", SCREENS)
+async def test_quit_help_back_and_screen_keys_from_every_focus_state(make_app: AppFactory, name: str) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(app, pilot, name)
+        states = await _focus_states(app, pilot)
+        assert states, f"nothing focusable on {name}"
+        boxes = 0
+        for tab, index in states:
+            if name != app.screen_name:
+                await _open(app, pilot, name)
+            widget = await _focus(app, pilot, tab, index)
+            label = f"{tab}:{widget!r}"
+            typing = isinstance(widget, Input)
+            boxes += typing
+            before = widget.value if isinstance(widget, Input) else None
+
+            # quit: ctrl+q from anywhere, never a "q" in the box
+            calls = _quit_calls(app)
+            await pilot.press("ctrl+q")
+            assert calls, f"ctrl+q did not quit from {label} on {name}"
+            if isinstance(widget, Input):
+                widget.value = ""
+                await pilot.press("q")
+                assert widget.value == "q", "q does not type in a text box"
+                widget.value = before or ""
+                assert len(calls) == 1, "q in a text box quit"
+            del app.exit  # the class's exit again
+
+            # help: f1 from anywhere (? outside a box), esc closes it
+            await pilot.press("f1")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen), label
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.screen_name == name and app.focused is widget, label
+
+            # back / screen switch: esc leaves a box first (focus stays on this screen), then g goes
+            if typing:
+                await pilot.press("escape")
+                await pilot.pause()
+                assert app.screen_name == name and not isinstance(app.focused, Input), label
+            await pilot.press("g")
+            await pilot.pause()
+            assert isinstance(app.screen, GpuScreen), f"g from {label} on {name}"
+            await pilot.press("escape" if name != "overview" else "o")
+            await pilot.pause()
+            assert isinstance(app.screen, OverviewScreen), label
+        if name in ("overview", "engine", "playground", "bench"):
+            assert boxes, f"{name}: its text boxes were not tried"
+
+
+async def test_screen_keys_and_quit_work_over_pop_ups(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(app, pilot, "overview")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("g")
+        await pilot.pause()
+        assert isinstance(app.screen, GpuScreen)
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExplainScreen)
+        calls = _quit_calls(app)
+        await pilot.press("ctrl+q")
+        assert calls
+
+
+def test_every_f_key_action_has_a_plain_letter(make_app: AppFactory) -> None:
+    app = make_app()
+    fkeys = 0
+    for a in app.registry:
+        keys = [k.strip() for k in a.keys.split(",")]
+        if any(k.startswith("f") and k[1:].isdigit() for k in keys):
+            fkeys += 1
+            # a key a laptop has without Fn: one printable character (a letter, or ? for help)
+            assert any(len(display_key(k)) == 1 for k in keys), f"{a.id} ({a.keys}) has no plain key"
+    assert fkeys >= 9  # help, the playground's and the bench's
+
+
+# The keys that matter on each screen: what its footer must show at 80 columns.
+FOOTER_80 = {
+    "overview": ["⏎", "s", "/", "q", "?"],
+    "engine": ["[ ]", "/", "q", "?", "e"],
+    "gpus": ["q", "?", "e"],
+    "playground": ["i", "n", "v", "c", "r", "x", "q", "?"],
+    "bench": ["i", "r", "x", "q", "?", "e"],
+}
+
+
+@pytest.mark.parametrize("name", SCREENS)
+async def test_footer_at_80_columns_shows_the_screens_keys(make_app: AppFactory, name: str) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(app, pilot, name)
+        await pilot.pause()
+        footer = app.screen.query_one(Footer)
+        shown = [k.key_display for k in footer.query(FooterKey)]
+        for key in FOOTER_80[name]:
+            assert key in shown, f"{name}: {key!r} not in the footer {shown}"
+        # whole keys only: nothing clipped at the right edge
+        used = sum(w.region.width for w in footer.children)
+        assert used <= 80, (name, used, shown)
+        for w in footer.children:
+            assert w.region.right <= 80, (name, w)
