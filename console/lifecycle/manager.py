@@ -40,11 +40,11 @@ from console.errors import UserError
 from console.lifecycle import docker_backend, process_backend
 from console.lifecycle.audit import AuditLog
 from console.lifecycle.backend import ExitInfo, Handle
-from console.lifecycle.errors import LifecycleError, LifecycleTimeout
+from console.lifecycle.errors import LifecycleError, LifecycleTimeout, translate_docker_error
 from console.lifecycle.gpu_release import NvmlUnavailable, gpu_pids
 from console.lifecycle.launch import LaunchSpec, build_launch
 from console.lifecycle.logs import LogBuffer
-from console.lifecycle.phases import PhaseMachine, Verdict
+from console.lifecycle.phases import PhaseMachine, Verdict, ending_of
 from console.lifecycle.probe import probe_ready
 from console.lifecycle.state import RUNNING_PHASES, STARTING_PHASES, TERMINAL, Backend, InstanceState
 from console.model import Phase
@@ -60,6 +60,10 @@ PROBE_INTERVAL_STARTING = 0.5
 PROBE_INTERVAL_READY = 2.0
 PROBE_TIMEOUT = 2.0
 READY_OR_END = frozenset({Phase.READY, Phase.EXITED, Phase.FAILED})
+# How long an engine that ended without us asking (SIGTERM, exit 0, container removed) is watched
+# for a restart from outside this enginedeck (a headless `restart` takes a few seconds to launch
+# the new one) before it counts as stopped from outside.
+OUTSIDE_RESTART_GRACE = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +152,7 @@ class LifecycleManager:
         self._docker: Any = None
         self._docker_lock = threading.Lock()
         self._closed = threading.Event()
+        self._audit_local = threading.local()  # entries written by this thread's current action
         self._slots: dict[str, _Slot] = {}
         for inst in config.instances:
             machine = PhaseMachine(
@@ -197,37 +202,46 @@ class LifecycleManager:
     def start(self, name: str) -> Future[InstanceState]:
         """Launch the instance (never pulls). Resolves once it is launched (phase starting)."""
         slot = self._slot(name)
-        return self._submit(lambda: self._do_start(slot))
+        return self._submit(lambda: self._audited("start", slot, lambda: self._do_start(slot)))
 
     def stop(self, name: str, timeout: float | None = None) -> Future[InstanceState]:
         """SIGTERM, a countdown (``state.countdown``), SIGKILL after ``timeout`` (default: the
         instance's stopping timeout); resolves when the engine ended (and, with GPUs, released them)."""
         slot = self._slot(name)
-        return self._submit(lambda: self._do_stop(slot, timeout, reason="", audit_action="stop"))
+        return self._submit(
+            lambda: self._audited("stop", slot, lambda: self._do_stop(slot, timeout, reason="", audit_action="stop"))
+        )
 
     def restart(self, name: str) -> Future[InstanceState]:
         slot = self._slot(name)
-        return self._submit(lambda: self._do_restart(slot))
+        return self._submit(lambda: self._audited("restart", slot, lambda: self._do_restart(slot)))
 
     def remove(self, name: str) -> Future[None]:
         """Remove what a stopped or crashed instance left (its container, its process record)."""
         slot = self._slot(name)
-        return self._submit(lambda: self._do_remove(slot))
+        return self._submit(lambda: self._audited("remove", slot, lambda: self._do_remove(slot)))
 
     def pull(self, name: str, progress_cb: ProgressCallback | None = None) -> Future[None]:
         """Pull the instance's image explicitly; ``progress_cb(percent, status)`` from a worker thread."""
         slot = self._slot(name)
-        return self._submit(lambda: self._do_pull(slot, progress_cb))
+        return self._submit(lambda: self._audited("pull", slot, lambda: self._do_pull(slot, progress_cb)))
 
     def adopt(self, name: str, container_id: str | None = None) -> Future[InstanceState]:
         """Take control of a recognised container not started by enginedeck (monitor-only until now)."""
         slot = self._slot(name)
-        return self._submit(lambda: self._do_adopt(slot, container_id))
+        return self._submit(lambda: self._audited("adopt", slot, lambda: self._do_adopt(slot, container_id)))
 
     def refresh(self, name: str) -> Future[InstanceState]:
         """Find an engine started earlier (container by label, process record) and watch it."""
         slot = self._slot(name)
         return self._submit(lambda: self._do_refresh(slot))
+
+    def readopt(self, name: str) -> Future[InstanceState]:
+        """While an instance shows no running engine, look once for one started outside this
+        enginedeck (a headless `up` or `restart`, `docker start`) and watch it. Cheap (a record
+        read or one container lookup) and never waits for an action in progress."""
+        slot = self._slot(name)
+        return self._submit(lambda: self._do_readopt(slot))
 
     def refresh_all(self) -> dict[str, Future[InstanceState]]:
         """``refresh`` every managed instance (a console does this once at start-up)."""
@@ -306,8 +320,27 @@ class LifecycleManager:
             self._docker = None
 
     def _audit(self, action: str, slot: _Slot, result: str, detail: str = "") -> None:
+        self._audit_local.n = getattr(self._audit_local, "n", 0) + 1
         secrets = slot.spec.secrets if slot.spec else ()
         self.audit.record(action, slot.inst.name, result, detail, secrets=secrets)
+
+    def _audited(self, action: str, slot: _Slot, fn: Callable[[], T]) -> T:
+        """Run a mutating action so that every attempt is audited, failed or not: an error path
+        that wrote no entry gets one here, and an exception that is no UserError (a Docker or HTTP
+        error) becomes the CLI's one-line message, so the console shows what `enginedeck` prints."""
+        before = getattr(self._audit_local, "n", 0)
+        try:
+            return fn()
+        except UserError as exc:
+            if getattr(self._audit_local, "n", 0) == before:
+                refused = "another action is in progress" in exc.message or "monitor-only" in exc.message
+                self._audit(action, slot, "refused" if refused else "failed", exc.message)
+            raise
+        except Exception as exc:
+            err = translate_docker_error(exc, instance=slot.inst.name)
+            if getattr(self._audit_local, "n", 0) == before:
+                self._audit(action, slot, "failed", err.message)
+            raise err from exc
 
     def _op(self, slot: _Slot, action: str, wait: float = 0.0) -> None:
         if not slot.op.acquire(timeout=wait) if wait > 0 else not slot.op.acquire(blocking=False):
@@ -402,7 +435,7 @@ class LifecycleManager:
         try:
             spec = build_launch(inst)
         except UserError as exc:
-            self.audit.record(action, inst.name, "failed", exc.message)
+            self._audit(action, slot, "failed", exc.message)
             raise
         slot.spec = spec
         try:
@@ -557,7 +590,19 @@ class LifecycleManager:
         return lines[-20:] if lines else tuple(map(slot.logs.scrubber, handle.tail(20)))
 
     def _on_exit(self, slot: _Slot, handle: Handle, info: ExitInfo, gen: int) -> None:
-        """The engine ended on its own (not through stop)."""
+        """The engine ended on its own (not through stop). A requested exit nobody here asked for
+        (SIGTERM, exit 0, a removed container) after it was ready is first watched for a restart
+        from outside: one found is watched again, not reported as a crash or audited as an exit."""
+        with slot.lock:
+            if slot.generation != gen or slot.stopping:
+                return
+            watch = slot.machine.state.saw(Phase.READY) and ending_of(info.code, info.oom_killed) != "crashed"
+            if watch:
+                slot.machine.ended_outside(info.code)
+        if watch:
+            self._publish(slot)
+            if self._await_replacement(slot, handle, gen):
+                return
         with slot.op:
             with slot.lock:
                 if slot.generation != gen or slot.stopping:
@@ -574,6 +619,89 @@ class LifecycleManager:
                 slot.handle = None
             self._publish(slot)
             self._audit("exit", slot, "failed" if st.phase is Phase.FAILED else "exited", st.detail)
+
+    def _await_replacement(self, slot: _Slot, old: Handle, gen: int) -> bool:
+        """Watch up to OUTSIDE_RESTART_GRACE for the engine started again outside this enginedeck;
+        True when it was found (and is watched now) or something here took over."""
+        deadline = time.monotonic() + OUTSIDE_RESTART_GRACE
+        while not self._closed.is_set():
+            with slot.lock:
+                if slot.generation != gen:
+                    return True  # a start or stop from here took over
+            found = self._find_replacement(slot, old)
+            if found is not None:
+                return self._reattach(slot, found, gen, "restarted outside this console; watching it again")
+            if time.monotonic() >= deadline:
+                return False
+            self._closed.wait(0.25)
+        return True
+
+    def _find_replacement(self, slot: _Slot, old: Handle | None) -> Handle | None:
+        """A running engine of this instance other than ``old``'s ended run: a newer process
+        record, the same container running again (`docker restart`) or a newer labelled one."""
+        inst = slot.inst
+        try:
+            if inst.config.managed == "process":
+                rec = process_backend.read_record(inst.name)
+                if rec is None or not rec.alive() or (old is not None and old.pid == rec.pid):
+                    return None
+                return process_backend.ForeignProcessHandle(rec)
+            if inst.config.managed == "docker":
+                if isinstance(old, docker_backend.DockerHandle) and old.poll() is None:
+                    return old
+                if slot.adopted:
+                    return None  # an adopted container is only ever that container
+                dh = docker_backend.attach(self._client(), inst.name)
+                if dh is not None and dh.poll() is None:
+                    return dh
+        except Exception:  # Docker gone, a record half written: nothing found this time
+            return None
+        return None
+
+    def _reattach(self, slot: _Slot, handle: Handle, gen: int, detail: str, *, wait: bool = True) -> bool:
+        """Watch ``handle``, an engine of this instance started outside this enginedeck."""
+        if not slot.op.acquire(blocking=wait):
+            return False
+        try:
+            with slot.lock:
+                if slot.generation != gen:
+                    return True
+            old = slot.handle
+            if old is not None and old is not handle and isinstance(old, process_backend.ProcessHandle):
+                with contextlib.suppress(LifecycleError):
+                    old.remove()  # reap what is left of our ended child; its record only, not the new one
+            slot.handle = handle
+            address, container_id, gpus = "", None, ""
+            if isinstance(handle, docker_backend.DockerHandle):
+                info = docker_backend.describe(handle.container)
+                address, container_id, gpus = ", ".join(info.ports), info.id, info.gpus
+            elif isinstance(handle, process_backend.ForeignProcessHandle):
+                address, gpus = handle.rec.address, handle.rec.gpus
+            slot.has_gpus = bool(gpus)
+            with slot.lock:
+                slot.generation += 1
+                slot.machine.reset(_backend_of(slot.inst))
+                slot.machine.attached(Phase.STARTING, pid=handle.pid, container_id=container_id, address=address,
+                                      gpus=gpus, detail=detail)
+            self._publish(slot)
+            self._probe_once(slot)
+            self._publish(slot)
+            self._supervise(slot)
+            return True
+        finally:
+            slot.op.release()
+
+    def _do_readopt(self, slot: _Slot) -> InstanceState:
+        with slot.lock:
+            st, gen, stopping = slot.machine.state, slot.generation, slot.stopping
+        if slot.inst.config.managed is None or st.monitor_only or stopping:
+            return st
+        if st.phase not in (Phase.UNKNOWN, Phase.EXITED, Phase.FAILED):
+            return st
+        found = self._find_replacement(slot, slot.handle)
+        if found is not None:
+            self._reattach(slot, found, gen, "started outside this console; watching it", wait=False)
+        return self.status(slot.inst.name)
 
     # ----------------------------------------------------------------- stop
     def _do_stop(self, slot: _Slot, timeout: float | None, *, reason: str, audit_action: str) -> InstanceState:
@@ -685,7 +813,7 @@ class LifecycleManager:
             if not held:
                 return "GPU memory released"
             if self._clock() >= deadline:
-                return f"GPU memory still held by pid(s) {', '.join(map(str, sorted(held)))} after {limit:.0f} s"
+                return f"GPU memory still held by {_pids_text(held)} after {limit:.0f} s"
             time.sleep(0.5)
 
     # ----------------------------------------------------------------- restart, remove
@@ -1019,6 +1147,11 @@ class LifecycleManager:
 
 
 # ===================================================================== module helpers
+def _pids_text(pids: Collection[int]) -> str:
+    ids = ", ".join(map(str, sorted(pids)))
+    return f"pid {ids}" if len(pids) == 1 else f"pids {ids}"
+
+
 def _url_from_ports(ports: tuple[str, ...]) -> str | None:
     for p in ports:
         hostpart = p.split("->", 1)[0]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 
 from console.config import Config
 from console.lifecycle.errors import LifecycleError, LifecycleTimeout
 from console.lifecycle.manager import LifecycleManager
 from console.lifecycle.state import InstanceState
 from console.model import LifecycleView, Phase
+
+READOPT_EVERY = 3.0  # seconds between looks for an engine started outside this console
 
 
 class ManagerControl:
@@ -18,6 +21,7 @@ class ManagerControl:
         self.manager = manager
         self._managed = {i.name for i in config.instances if i.managed}
         self._closed = False
+        self._readopt: dict[str, tuple[float, Future[InstanceState] | None]] = {}
 
     @classmethod
     def from_config(cls, config: Config) -> ManagerControl:
@@ -71,9 +75,20 @@ class ManagerControl:
         if engine not in self._managed:
             return None
         st = self.manager.status(engine)
+        if st.phase in (Phase.UNKNOWN, Phase.EXITED, Phase.FAILED) and not st.monitor_only:
+            self._look_for_outside_start(engine)
         if st.phase is Phase.UNKNOWN:
             return None
         return view_of(st, wall_since=time.time() - (time.monotonic() - st.since))
+
+    def _look_for_outside_start(self, engine: str) -> None:
+        """Every few seconds while it shows no engine: one started outside this console (a headless
+        `up`/`restart`, `docker start`) is watched again (never blocks the caller)."""
+        now = time.monotonic()
+        last, fut = self._readopt.get(engine, (0.0, None))
+        if (fut is not None and not fut.done()) or now - last < READOPT_EVERY:
+            return
+        self._readopt[engine] = (now, self.manager.readopt(engine))
 
     def pids_of(self, engine: str) -> tuple[int, ...]:
         if engine not in self._managed:

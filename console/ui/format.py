@@ -57,12 +57,16 @@ def count(v: float | None) -> Text:
     return Text(f"{v:.0f}")
 
 
-def tps(v: float | None) -> Text:
-    """Tokens per second."""
+# Marks a rate over 60 s of a counter the engine bumps only when a request finishes (explain says so).
+AT_FINISH_MARK = "*"
+
+
+def tps(v: float | None, *, at_finish: bool = False) -> Text:
+    """Tokens per second; ``at_finish``: the 60 s rate of a counter counted when requests end, marked."""
     if is_missing(v):
         return na()
     assert v is not None
-    return Text(f"{si(v)} t/s")
+    return Text(f"{si(v)} t/s" + (AT_FINISH_MARK if at_finish else ""))
 
 
 def per_s(v: float | None) -> Text:
@@ -190,6 +194,12 @@ def exit_text(code: int | None, oom: bool = False) -> str:
     return f"OOMKilled, {text}" if oom else text
 
 
+def _requested_end(code: int | None) -> str:
+    """'SIGTERM', 'SIGINT', 'exit 0': how a stop someone asked for ended."""
+    text = exit_text(code)
+    return text.split("(")[1].rstrip(")") if "(" in text else text
+
+
 # How a managed engine's last run ended -> (glyph, short word, words, style). A crash is red and
 # says so; a stop someone asked for is grey.
 _ENDINGS: dict[str, tuple[str, str, str, str]] = {
@@ -240,7 +250,9 @@ def health(e: EngineSnapshot, now: float, width: int) -> Text:
         what = exit_text(v.exit_code, v.oom_killed) if v.ended in _ENDING_SAYS_EXIT else ""
         if v.ended == "failed" and v.exit_code is None:
             what = ""
-        if what:
+        if what and v.ended == "outside":
+            forms.append(f"{glyph} {words} ({_requested_end(v.exit_code)}){since}")
+        elif what:
             forms.append(f"{glyph} {words}: {what}{since}")
         forms += [f"{glyph} {words}{since}", f"{glyph} {words}"]
     elif v is not None and e.phase is Phase.STOPPING and v.countdown:
@@ -309,8 +321,10 @@ def _lifecycle_problem(e: EngineSnapshot, v: LifecycleView, now: float) -> str:
     if end is not None:
         words = end[2]
         when = f" {since} ago" if since else ""
-        if v.ended in ("crashed", "outside"):
+        if v.ended == "crashed":
             return f"{words}: {exit_text(v.exit_code, v.oom_killed)}{when}"
+        if v.ended == "outside":
+            return f"{words} ({_requested_end(v.exit_code)}){when}"
         if v.ended == "stopped":
             return f"{words}{when}"
         return f"{words}{when}: {v.detail}" if v.detail else f"{words}{when}"

@@ -77,3 +77,30 @@ def test_restart_is_done_when_ready_and_never_unreachable_between() -> None:
         if manager.status("r").running:
             manager.stop("r", timeout=2).result(timeout=30)
         ctl.close()
+
+
+def test_console_picks_up_an_engine_started_from_another_shell() -> None:
+    port = free_port()
+    cfg = _config(port)
+    console, headless = LifecycleManager(cfg), LifecycleManager(cfg)
+    ctl = ManagerControl(console, cfg)
+    try:
+        ctl.start("r")
+        ctl.stop("r")
+        view = ctl.phase_of("r")
+        assert view is not None and view.ended == "stopped"
+        headless.start("r").result(timeout=30)
+        assert headless.wait("r", timeout=60).phase is Phase.READY
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # the hub asks every refresh; a look goes out every few seconds
+            view = ctl.phase_of("r")
+            if view is not None and view.phase is Phase.READY:
+                break
+            time.sleep(0.3)
+        assert view is not None and view.phase is Phase.READY and not view.ended
+        assert console.status("r").pid == headless.status("r").pid
+    finally:
+        if headless.status("r").running:
+            headless.stop("r", timeout=2).result(timeout=30)
+        headless.close()
+        ctl.close()

@@ -121,8 +121,10 @@ def test_crash_and_stop_read_differently() -> None:
     oom = replace(crash, lifecycle=replace(crash.lifecycle, oom_killed=True))  # type: ignore[type-var]
     assert fmt.problem(oom, T0) == "crashed: OOMKilled, exit 137 (SIGKILL) 12 s ago"
     outside = _ended(frozen_fleet(), "vllm-a", "outside", 143).engine("vllm-a")
-    assert outside is not None and fmt.health(outside, T0, 40).plain == "■ stopped outside this console 12 s ago"
-    assert fmt.problem(outside, T0) == "stopped outside this console: exit 143 (SIGTERM) 12 s ago"
+    assert outside is not None
+    assert fmt.health(outside, T0, 60).plain == "■ stopped outside this console (SIGTERM) 12 s ago"
+    assert fmt.health(outside, T0, 40).plain == "■ stopped outside this console 12 s ago"
+    assert fmt.problem(outside, T0) == "stopped outside this console (SIGTERM) 12 s ago"
     failed = _ended(frozen_fleet(), "vllm-a", "failed", 1, phase=Phase.FAILED,
                     detail="exited during loading with exit code 1: RuntimeError: CUDA out of memory").engine("vllm-a")
     assert failed is not None
@@ -211,3 +213,29 @@ async def test_engine_screen_says_crashed_once(make_app: AppFactory) -> None:
         await pilot.pause()
         head = str(app.screen.query_one("#engine-head", Static).content)
         assert "✖ crashed: exit 137 (SIGKILL) 12 s ago" in head and head.count("crashed") == 1
+
+
+class _DockerTrouble(RecordingControl):
+    def restart(self, engine: str) -> None:
+        import docker.errors
+        import requests
+
+        response = requests.Response()
+        response.status_code = 500
+        raise docker.errors.APIError("500 Server Error for http+docker://localhost/v1.43/containers/abc/restart",
+                                     response=response, explanation="Cannot restart container abc: no such network\n"
+                                                                    "(details follow)")
+
+
+async def test_docker_errors_read_as_the_cli_one_line_message(make_app: AppFactory) -> None:
+    app = make_app()
+    app.lifecycle = _DockerTrouble()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("R")
+        await pilot.pause()
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        note = next(n for n in _notes(app) if "restart failed" in n)
+        assert note == "tgi-d: restart failed: docker: Cannot restart container abc: no such network"
