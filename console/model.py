@@ -76,6 +76,18 @@ class Rates:
     r5s: float | None = None
     r15s: float | None = None
     r60s: float | None = None
+    # The engine adds to this counter only when a request finishes (profile ``at_finish``): short
+    # windows read 0 during a decode and spike at its end, so ``now`` is the 60 s rate.
+    at_finish: bool = False
+
+    @property
+    def now(self) -> float | None:
+        """The rate to show as current: over 5 s, or 60 s for a counter bumped when requests end."""
+        return self.r60s if self.at_finish else self.r5s
+
+    @property
+    def now_window(self) -> str:
+        return "60s" if self.at_finish else "5s"
 
 
 @dataclass(frozen=True, slots=True)

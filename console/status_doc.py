@@ -41,8 +41,17 @@ def quantiles_doc(q: Quantiles) -> dict[str, Any]:
     }
 
 
-def rates_doc(r: Rates) -> dict[str, float | None]:
-    return {"5s": _round(r.r5s, 4), "15s": _round(r.r15s, 4), "60s": _round(r.r60s, 4)}
+def rates_doc(r: Rates) -> dict[str, Any]:
+    return {
+        "5s": _round(r.r5s, 4),
+        "15s": _round(r.r15s, 4),
+        "60s": _round(r.r60s, 4),
+        # The current rate to show: the 5 s one, or the 60 s one where the engine counts only when a
+        # request finishes (then 5 s / 15 s read 0 during decodes and spike when they end).
+        "now": _round(r.now, 4),
+        "now_window": r.now_window,
+        "at_finish": r.at_finish,
+    }
 
 
 def freshness_doc(f: Freshness) -> dict[str, Any]:

@@ -120,6 +120,11 @@ def _q_ms(q: Any, which: str) -> str:
     return "n/a" if v is None else (">" if which in q.capped else "") + _ms(v)
 
 
+def _rate(r: Any) -> str:
+    """The current rate; marked "*" when it is over 60 s (a counter bumped when requests finish)."""
+    return _num(r.now, "{:.1f}") + ("*" if r.at_finish and r.now is not None else "")
+
+
 def render_text(snap: Any) -> str:
     from console.model import FleetSnapshot
     from console.status_doc import gpu_owners
@@ -131,6 +136,7 @@ def render_text(snap: Any) -> str:
     lines.append(header)
     if not snap.engines:
         lines.append("(no engines: configure some (enginedeck config path) or pass --engine PROFILE@URL)")
+    marked = False
     for e in snap.engines:
         m = e.total
         stale = f"  [stale: {e.metrics_freshness.reason}]" if e.metrics_freshness.stale else ""
@@ -140,10 +146,14 @@ def render_text(snap: Any) -> str:
             continue
         lines.append(
             f"{name:<34} {e.phase.value:<11} {_num(m.running):>4} {_num(m.waiting):>4} {_pct(m.kv_usage):>6} "
-            f"{_pct(m.prefix_hit_rate):>6} {_num(m.generation_tps.r5s, '{:.1f}'):>7} "
-            f"{_num(m.prompt_tps.r5s, '{:.1f}'):>7} {_q_ms(m.ttft, 'p50'):>7} {_q_ms(m.ttft, 'p99'):>7} "
+            f"{_pct(m.prefix_hit_rate):>6} {_rate(m.generation_tps):>7} "
+            f"{_rate(m.prompt_tps):>7} {_q_ms(m.ttft, 'p50'):>7} {_q_ms(m.ttft, 'p99'):>7} "
             f"{_q_ms(m.itl, 'p50'):>6}{stale}"
         )
+        marked = marked or m.generation_tps.at_finish or m.prompt_tps.at_finish
+    if marked:
+        lines.append("* over 60 s: the engine counts these tokens only when a request finishes (5 s would read 0, "
+                     "then spike)")
     g = snap.gpus
     if g.unavailable_reason:
         lines.append(f"GPUs: {g.unavailable_reason}")

@@ -703,8 +703,9 @@ def record(h: History, snap: FleetSnapshot) -> None:
         h.append((e.name, "waiting"), t, m.waiting)
         h.append((e.name, "kv_usage"), t, m.kv_usage)
         h.append((e.name, "prefix_hit_rate"), t, m.prefix_hit_rate)
-        h.append((e.name, "generation_tps"), t, m.generation_tps.r5s)
-        h.append((e.name, "prompt_tps"), t, m.prompt_tps.r5s)
+        # ``now``: 5 s, or 60 s for token counters the engine bumps only when a request finishes.
+        h.append((e.name, "generation_tps"), t, m.generation_tps.now)
+        h.append((e.name, "prompt_tps"), t, m.prompt_tps.now)
         h.append((e.name, "request_rate"), t, m.request_rate.r5s)
         h.append((e.name, "error_rate"), t, m.error_rate.r5s)
         for name, q in (("ttft", m.ttft), ("itl", m.itl), ("e2e", m.e2e)):

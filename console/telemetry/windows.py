@@ -336,7 +336,9 @@ class EngineMetricsState:
             inc = self._counter_increase(base, models, (canonical,))
             dt = self._frames[-1].t - self._frames[base].t
             out.append(None if inc is None or dt <= 0 else _fin(inc / dt))
-        return Rates(out[0], out[1], out[2])
+        mapping = self.profile.metrics.map.get(canonical)
+        at_finish = mapping is not None and (mapping.at_finish or any(p.at_finish for p in mapping.plus))
+        return Rates(out[0], out[1], out[2], at_finish=at_finish)
 
     def _quantiles(self, models: list[str], canonical: str) -> Quantiles:
         frames = self._frames

@@ -233,11 +233,23 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
             out.append("  only " + ", ".join(f"{k}∈{{{','.join(v)}}}" for k, v in m.match.items()))
         if m.scale != 1.0:
             out.append(f"  ×{m.scale:g}")
+        for part in m.plus:
+            out.append("  + " + " | ".join(part.names))
+            if part.match:
+                out.append(" only " + ", ".join(f"{k}∈{{{','.join(v)}}}" for k, v in part.match.items()))
         out.append("\n")
         if m.unit:
             out.append(f"    raw unit: {m.unit}\n", style="dim")
         if m.note:
             out.append(f"    note: {m.note}\n", style="dim")
+        if m.first_use:
+            out.append("    created at its first use: 0 until then (not n/a)\n", style="dim")
+        if m.at_finish:
+            out.append(
+                f"    counted only when a request finishes: a 5 s rate reads 0 during a decode and spikes at its "
+                f"end, so the rate shown is over 60 s, marked {fmt.AT_FINISH_MARK}\n",
+                style=fmt.WARN,
+            )
     if not shown and metric != "prefix_hit_rate":
         out.append("  this engine's profile maps no raw metric for it: shown as n/a, never 0\n", style=fmt.WARN)
         tpot = profile.metrics.map.get("tpot")

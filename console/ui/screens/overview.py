@@ -37,7 +37,7 @@ CellKey = tuple[str, str]
 
 
 def _rate(r: Rates) -> float | None:
-    return r.r5s
+    return r.now  # 5 s, or 60 s for a counter the engine bumps only when requests finish
 
 
 def _m(e: EngineSnapshot) -> ModelMetrics:
@@ -98,9 +98,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("kv", "KV", 4, "kv_usage", lambda e, ctx: fmt.pct(_m(e).kv_usage), lambda e: _num(_m(e).kv_usage), 2),
     Column("prefix", "prefix", 6, "prefix_hit_rate", lambda e, ctx: fmt.pct(_m(e).prefix_hit_rate, warn=2, crit=2),
            lambda e: _num(_m(e).prefix_hit_rate), 6),
-    Column("gen", "gen tok/s", 9, "generation_tps", lambda e, ctx: fmt.tps(_rate(_m(e).generation_tps)),
+    Column("gen", "gen tok/s", 9, "generation_tps",
+           lambda e, ctx: fmt.tps(_rate(_m(e).generation_tps), at_finish=_m(e).generation_tps.at_finish),
            lambda e: _num(_rate(_m(e).generation_tps)), 3),
-    Column("prompt", "prompt tok/s", 12, "prompt_tps", lambda e, ctx: fmt.tps(_rate(_m(e).prompt_tps)),
+    Column("prompt", "prompt tok/s", 12, "prompt_tps",
+           lambda e, ctx: fmt.tps(_rate(_m(e).prompt_tps), at_finish=_m(e).prompt_tps.at_finish),
            lambda e: _num(_rate(_m(e).prompt_tps)), 4),
     Column("ttft50", "TTFT p50", 8, "ttft_p50", lambda e, ctx: fmt.quantile(_m(e).ttft, "p50"),
            lambda e: _num(_m(e).ttft.p50), 5),
