@@ -21,6 +21,7 @@ names its families; the report is still printed then). trtllm-serve's JSON ``[]`
      "note": str|null,                # drained trtllm JSON, or the hint for another engine's payload
      "models": [{"model": str, "replicas": int,
                  "metrics": {canonical: null | {"raw_name": str, "legacy": bool, "kind": str,
+                     "none_yet": true,                    # only on a first-use counter with no series yet (0)
                      "value": float|null,                 # gauges, counters
                      "mean": float|null,                   # kv_usage: mean over replicas
                      "series": int,                        # counters, histograms
@@ -215,6 +216,8 @@ def _report(profile: Any, reading: Any, source: str) -> dict[str, Any]:
                 metrics[canonical] = None
                 continue
             entry: dict[str, Any] = {"raw_name": res.raw_name, "legacy": res.legacy, "kind": res.kind}
+            if res.none_yet:
+                entry["none_yet"] = True  # created on first use, none yet: 0
             if canonical in HISTOGRAMS:
                 series = mr.histograms.get(canonical)
                 if not series:
@@ -274,6 +277,8 @@ def _describe(canonical: str, entry: dict[str, Any] | None, in_profile: bool) ->
     if entry is None:
         return ("n/a" if in_profile else "n/a (engine has no such metric)"), ""
     source = entry["raw_name"] + ("  [legacy name]" if entry["legacy"] else "")
+    if entry.get("none_yet"):
+        source += "  [no series yet: created at first use]"
     if "p50" in entry:
         capped = set(entry["capped"])
 

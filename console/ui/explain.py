@@ -200,7 +200,12 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
         return out
     if info.how:
         out.append("Computed: ", style="bold")
-        out.append(info.how + "\n")
+        how = info.how
+        if profile is not None and how == _RATE and any(
+            (m := profile.metrics.map.get(c)) is not None and m.at_finish for c in info.canonical
+        ):
+            how = "Δcounter / Δt over the last 60 s for this engine (it counts only when a request finishes)"
+        out.append(how + "\n")
     if profile is None:
         out.append("\nNo engine selected (or its profile is unknown): raw names not shown.\n", style="dim")
         return out

@@ -77,3 +77,16 @@ def test_an_idle_engine_with_only_unmapped_own_families_is_not_foreign(
     f.write_text("# TYPE tgi_batch_current_max_tokens gauge\ntgi_batch_current_max_tokens 0\n")
     rc, _, err = _run(capsys, "--engine", "tgi", str(f))
     assert rc == 0, err
+
+
+def test_first_use_counter_with_no_series_yet_reads_zero_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "tgi.txt"
+    f.write_text("# TYPE tgi_queue_size gauge\ntgi_queue_size 0\n")  # TGI before any failure
+    rc, out, _ = _run(capsys, "--engine", "tgi", str(f), "--json")
+    assert rc == 0
+    failed = json.loads(out)["models"][0]["metrics"]["requests_failed"]
+    assert failed["value"] == 0.0 and failed["none_yet"] is True
+    rc, out, _ = _run(capsys, "--engine", "tgi", str(f))
+    assert "no series yet" in out
