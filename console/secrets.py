@@ -9,8 +9,9 @@ A secret is either *known* (the value of ``api_key_env``, of a passed-through va
 looks secret, of a secret-looking launch argument) or *recognised* by its shape wherever it turns
 up: Hugging Face tokens (``hf_...``), OpenAI-style keys (``sk-...``), ``Bearer ...`` credentials,
 ``api_key=...``-like assignments and passwords in URLs. Names look secret when they end in
-TOKEN, SECRET, PASSWORD, PASSWD or API_KEY (``HF_TOKEN``, ``--api-key``); the end anchor keeps
-``--max-num-batched-tokens`` and ``TOKENIZERS_PARALLELISM`` out.
+TOKEN, SECRET, PASSWORD, PASSWD, API_KEY, SECRET_KEY, ACCESS_KEY or PRIVATE_KEY (``HF_TOKEN``,
+``--api-key``, ``AWS_SECRET_ACCESS_KEY``); the end anchor keeps ``--max-num-batched-tokens``,
+``--return-tokens-as-token-ids`` and ``TOKENIZERS_PARALLELISM`` out.
 
 This module imports nothing from the rest of the package (config, lifecycle and the UI all use it).
 """
@@ -28,29 +29,34 @@ if TYPE_CHECKING:
 MASK = "****"
 MIN_SECRET_LEN = 3  # shorter values would mask ordinary text everywhere
 
-_SECRET_WORD = r"(?:token|secret|password|passwd|api[-_.]?key)"
+_SECRET_WORD = r"(?:token|secret|password|passwd|(?:api|secret|access|private)[-_.]?key)"
 _SECRET_NAME = re.compile(rf"{_SECRET_WORD}$", re.IGNORECASE)
 
-# Shapes recognised in free text, each replaced by what keeps the text readable.
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+# Shapes recognised in free text, each replaced by what keeps the text readable. Engines log
+# thousands of lines a second, so each pattern starts with a literal (the regex engine then skips
+# ahead by substring search), runs only when the lower-cased text holds what it cannot match
+# without, and none crosses a line end (a whole chunk of lines is scrubbed in one pass).
+_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     # Authorization headers and the like: the scheme stays, the credential goes.
-    (re.compile(r"\b(Bearer)(\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), rf"\1\2{MASK}"),
+    (("bearer",), re.compile(r"(?<![A-Za-z0-9_])(Bearer|bearer|BEARER)([ \t]+)[A-Za-z0-9._~+/=-]{8,}"),
+     rf"\1\2{MASK}"),
     # Hugging Face user access tokens: hf_ and 34 letters/digits (at least 30 to spare "hf_transfer").
-    (re.compile(r"\bhf_[A-Za-z0-9]{30,}"), MASK),
+    (("hf_",), re.compile(r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}"), MASK),
     # OpenAI-style keys: sk-..., sk-proj-..., sk-ant-...
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), MASK),
+    (("sk-",), re.compile(r"sk-(?<![A-Za-z0-9_]sk-)[A-Za-z0-9_-]{16,}"), MASK),
     # user:password@ in URLs.
-    (re.compile(r"(?<=://)([^/\s:@]+):[^/\s@]+@"), rf"\1:{MASK}@"),
-    # api_key='...', "password": "...", --hf-token=..., HF_TOKEN=... in an engine's own dump of its
-    # arguments or environment. A bare "token" is left alone (eos_token='</s>' is no secret).
-    (
-        re.compile(
-            r"""((?:\b|_)(?:api[-_]?key|secret|password|passwd|hf[-_]?token|access[-_]?token|auth[-_]?token|"""
-            r"""api[-_]?token)['"]?\s*[:=]\s*\[?\s*['"]?)([^\s'",\]}]{3,})""",
-            re.IGNORECASE,
-        ),
-        rf"\1{MASK}",
-    ),
+    (("://",), re.compile(r"://([^/\s:@]+):[^/\s@]+@"), rf"://\1:{MASK}@"),
+)  # fmt: skip
+# api_key='...', "password": "...", --hf-token=..., HF_TOKEN=... in an engine's own dump of its
+# arguments or environment (a bare "token" is left alone: eos_token='</s>' is no secret). It has no
+# literal start, so it runs only on the lines that name one of these.
+_ASSIGN_NEEDS = ("api_key", "api-key", "apikey", "secret", "password", "passwd", "hf_token", "hf-token",
+                 "access_token", "access-token", "auth_token", "auth-token", "api_token", "api-token")  # fmt: skip
+_ASSIGN_HINTS = ("key", "secret", "passw", "token")  # one of them is in each of _ASSIGN_NEEDS
+_ASSIGN = re.compile(
+    r"""((?:api[-_]?key|secret|password|passwd|hf[-_]?token|access[-_]?token|auth[-_]?token|api[-_]?token)"""
+    r"""['"]?[ \t]*[:=][ \t]*\[?[ \t]*['"]?)([^\s'",\]}]{3,})""",
+    re.IGNORECASE,
 )
 
 
@@ -79,8 +85,17 @@ class Scrubber:
         for s in self._known:
             if s in text:
                 text = text.replace(s, MASK)
-        for rx, repl in _PATTERNS:
-            text = rx.sub(repl, text)
+        low = text.lower()
+        for needs, rx, repl in _PATTERNS:
+            if any(n in low for n in needs):
+                text = rx.sub(repl, text)
+        if any(n in low for n in _ASSIGN_HINTS):  # fewer, shorter probes of a long chunk first
+            lines = text.split("\n")
+            for i, line in enumerate(lines):
+                lower = line.lower()
+                if any(n in lower for n in _ASSIGN_NEEDS):
+                    lines[i] = _ASSIGN.sub(rf"\1{MASK}", line)
+            text = "\n".join(lines)
         return text
 
     def data(self, value: Any) -> Any:

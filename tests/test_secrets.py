@@ -27,7 +27,8 @@ SK = "sk-proj-" + "Zq9Xw8Ve7Ut6Sr5Qp4On3Ml2"
 
 
 def test_one_rule_for_secret_names() -> None:
-    for name in ("HF_TOKEN", "VLLM_API_KEY", "--api-key", "--hf-token", "db_password", "APIKEY", "client-secret"):
+    for name in ("HF_TOKEN", "VLLM_API_KEY", "--api-key", "--hf-token", "db_password", "APIKEY", "client-secret",
+                 "AWS_SECRET_ACCESS_KEY", "SECRET_KEY"):  # fmt: skip
         assert looks_secret(name), name
     for name in ("--max-num-batched-tokens", "TOKENIZERS_PARALLELISM", "api_key_env", "--tokenizer", "max_tokens",
                  "--return-tokens-as-token-ids", "model"):  # fmt: skip
@@ -116,3 +117,13 @@ def test_config_show_masks_extra_args(tmp_path: Path) -> None:
             assert secret not in r.stdout
     doc = json.loads(r.stdout)
     assert doc["engines"]["a"]["extra_args"] == ["--hf-token", MASK, f"--api-key={MASK}", f"--note={MASK}"]
+
+
+def test_log_buffer_scrubs_a_token_split_across_chunks_and_odd_lines() -> None:
+    buf = LogBuffer()
+    buf.feed("auth: Bearer abcd")
+    buf.feed(f"efgh1234 ok\nkey {SK[:9]}")
+    buf.feed(f"{SK[9:]}\n")
+    buf.extend(["two\nlines with " + HF, "api_key=plainsecret"])  # a line holding a newline stays one line
+    texts = [ln.text for ln in buf.lines()]
+    assert texts == ["auth: Bearer **** ok", "key ****", "two\nlines with ****", "api_key=****"]

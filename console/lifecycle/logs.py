@@ -96,13 +96,22 @@ class LogBuffer:
 
     def extend(self, texts: Iterable[str]) -> int:
         """Append lines (without their newline); returns how many were added."""
+        lines = [t.rstrip("\r\n") for t in texts]
+        block = "\n".join(lines)
+        if block.count("\n") == len(lines) - 1:  # no line holds a newline: scrub them in one pass
+            return self._extend(self._scrub(block).split("\n") if lines else [], scrub=False)
+        return self._extend(lines, scrub=True)
+
+    def _extend(self, texts: Iterable[str], *, scrub: bool) -> int:
         now = time.time()
         added = 0
         with self._lock:
             first = self._end
-            scrub = self._scrub
+            rule = self._scrub
             for raw in texts:
-                text = scrub(raw.rstrip("\r\n"))
+                text = raw.rstrip("\r\n")
+                if scrub:
+                    text = rule(text)
                 truncated = len(text) > self.max_line
                 if truncated:
                     text = text[: self.max_line] + TRUNCATED_MARK
@@ -117,15 +126,20 @@ class LogBuffer:
             self._maybe_notify()
         return added
 
-    def feed(self, chunk: str) -> int:
-        """Append text that may hold several lines and end mid-line (a stream chunk)."""
+    def feed(self, chunk: str, *, scrubbed: bool = False) -> int:
+        """Append text that may hold several lines and end mid-line (a stream chunk).
+
+        ``scrubbed``: the chunk already went through this buffer's rule in whole lines (the
+        process reader scrubs once for its disk copy and for the buffer)."""
         data = self._partial + chunk
-        parts = data.split("\n")
-        self._partial = parts.pop()
+        head, sep, self._partial = data.rpartition("\n")
+        # The complete lines are scrubbed in one pass (cheaper than line by line); a secret the
+        # chunk cut in two waits in the partial line until its end arrives.
+        parts = (head if scrubbed else self._scrub(head)).split("\n") if sep else []
         if len(self._partial) > self.max_line * 4:  # a runaway line without newline: flush it
-            parts.append(self._partial)
+            parts.append(self._partial if scrubbed else self._scrub(self._partial))
             self._partial = ""
-        return self.extend(parts)
+        return self._extend(parts, scrub=False)
 
     def flush_partial(self) -> None:
         """The stream ended: keep an unterminated last line."""

@@ -36,7 +36,7 @@ from console.lifecycle.errors import LifecycleError
 from console.lifecycle.launch import LaunchSpec
 from console.lifecycle.logs import LogBuffer
 from console.paths import private_dir
-from console.secrets import LineScrubber, Scrubber
+from console.secrets import LineScrubber
 
 CLEANUP_GRACE = 5.0
 LOG_FILE_MAX = 16 * 1024 * 1024  # the output copy on disk rotates to NAME.log.1 at this size
@@ -280,8 +280,9 @@ class ProcessHandle:
         if stream is None:
             return
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        # The disk copy is written in whole, scrubbed lines, so a secret is never split by a chunk.
-        disk = LineScrubber(Scrubber(self.secrets))
+        # Output is scrubbed once, in whole lines (a secret is never split by a chunk), for the
+        # disk copy and the buffer alike; the buffer's rule may know more (set_secrets), so it is used.
+        lines = LineScrubber(buffer.scrubber.with_secrets(self.secrets))
         fd = stream.fileno()
         while True:
             try:
@@ -290,17 +291,15 @@ class ProcessHandle:
                 break
             if not chunk:
                 break
-            text = decoder.decode(chunk)
-            out = disk.feed(text)
+            out = lines.feed(decoder.decode(chunk))
             if out:
                 self.log_file.write(out.encode())
-            if buffer.feed(text):
-                on_chunk()
-        tail = decoder.decode(b"", final=True)
-        rest = disk.feed(tail) + disk.flush()
+                if buffer.feed(out, scrubbed=True):
+                    on_chunk()
+        rest = lines.feed(decoder.decode(b"", final=True)) + lines.flush()
         if rest:
             self.log_file.write(rest.encode())
-        buffer.feed(tail)
+        buffer.feed(rest, scrubbed=True)
         buffer.flush_partial()
         self.log_file.close()
         on_chunk()
