@@ -352,7 +352,8 @@ def parse(
         try:
             if br != -1:
                 # An exemplar ("# {trace_id=...} 0.7") has braces of its own: find the label set's.
-                close = line.rfind("}") if "#" not in line else _label_end(line, br)
+                hashed = "#" in line  # rare: an exemplar, or a '#' inside a label value
+                close = _label_end(line, br) if hashed else line.rfind("}")
                 if close < br:
                     raise ValueError("unterminated label set")
                 if close - br > _MAX_LABEL_TEXT:
@@ -361,10 +362,11 @@ def parse(
                 labels = label_cache.get(ltext)
                 if labels is None:
                     labels = parse_labels(ltext)
-                tokens = _without_exemplar(line[close + 1 :]).split()
+                tokens = (_without_exemplar(line[close + 1 :]) if hashed else line[close + 1 :]).split()
             else:
                 labels = ()
-                tokens = _without_exemplar(line[sp + 1 :]).split() if sp != -1 else []
+                rest = line[sp + 1 :] if sp != -1 else ""
+                tokens = (_without_exemplar(rest) if "#" in rest else rest).split()
             # Fast path: a lone value (no timestamp).
             value = float(tokens[0]) if len(tokens) == 1 else _parse_value(tokens)
         except ValueError as exc:
