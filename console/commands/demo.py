@@ -25,16 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from console.commands._args import add_console_flags
 from console.errors import UserError
+from console.sim.fleet_spec import FLEET_ENGINES, fleet_members
 
 if TYPE_CHECKING:  # the config module loads pydantic: only when the demo runs, not for --help
     from console.config import Config, EngineInstance
 
-FLAVOURS = ("vllm", "sglang", "trtllm", "tgi")
+FLAVOURS = FLEET_ENGINES
 GPUS_PER_ENGINE = 2
 START_TIMEOUT = 60.0
-# A small KV pool (in 16-token blocks) so the demo load visibly fills caches, queues and preempts.
-DEMO_KV_BLOCKS = 448
-MODELS = {"vllm": "Qwen/Qwen3-0.6B", "sglang": "Qwen/Qwen3-0.6B", "trtllm": "Qwen3-0.6B", "tgi": "Qwen/Qwen3-0.6B"}
 
 
 def register(sub: Any) -> None:
@@ -59,19 +57,18 @@ def _die_with_parent() -> None:
 
 
 def demo_config(ports: dict[str, int], seed: int = 1) -> Config:
-    """The demo fleet as a configuration: one process-managed simulator per flavour."""
+    """The demo fleet as a configuration: one process-managed simulator per flavour (the members of
+    ``sim --fleet``: same models, KV pool and seeds)."""
     from console.config import parse_config
 
     engines: dict[str, Any] = {}
-    for i, flavour in enumerate(FLAVOURS):
-        engines[f"{flavour}-sim"] = {
-            "profile": flavour,
+    for member in fleet_members(FLAVOURS, seed=seed):
+        engines[f"{member.engine}-sim"] = {
+            "profile": member.engine,
             "managed": "process",
-            "port": ports[flavour],
-            "model": MODELS[flavour],
-            "command": ["{python}", "-m", "console", "sim", "--engine", flavour, "--host", "127.0.0.1",
-                        "--port", "{port}", "--model", "{model}", "--kv-blocks", str(DEMO_KV_BLOCKS),
-                        "--seed", str(seed + i)],
+            "port": ports[member.engine],
+            "model": member.model,
+            "command": ["{python}", "-m", "console", *member.sim_args("127.0.0.1", "{port}", "{model}")],
             "simulated": True,
             "timeouts": {"loading": 60, "stopping": 5},
         }

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 
@@ -28,19 +27,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.commands.up import _foreground
     from console.errors import UserError
-    from console.lifecycle.cli_support import (
-        PhaseReporter,
-        confirm,
-        fail_from_state,
-        key_on_command_line_note,
-        load,
-        refuse_if_read_only,
-    )
+    from console.lifecycle.cli_support import bring_up, confirm, load, refuse_if_read_only
     from console.lifecycle.manager import LifecycleManager
-    from console.lifecycle.process_backend import install_signal_cleanup
-    from console.model import Phase
 
     cfg, inst = load(args)
     assert inst is not None
@@ -51,24 +40,8 @@ def run(args: argparse.Namespace) -> int:
         if not confirm(f"Restart {inst.name} ({inst.config.managed}, {inst.url})? It stops serving until ready again."):
             print("not restarted", file=sys.stderr)
             return 1
-    is_process = inst.config.managed == "process"
-    if is_process:
-        install_signal_cleanup()
     manager = LifecycleManager(cfg)
-    reporter = PhaseReporter(manager, inst.name)
-    t0 = time.monotonic()
     try:
-        manager.restart(inst.name).result()
-        if note := key_on_command_line_note(manager, inst.name):
-            print(note, file=sys.stderr)
-        if args.wait or is_process:
-            st = manager.wait(inst.name, timeout=args.timeout)
-            if st.phase is not Phase.READY:
-                raise fail_from_state(st, "restart")
-            print(f"{inst.name} ready at {inst.url} ({time.monotonic() - t0:.1f} s)")
-        if is_process:
-            return _foreground(manager, inst.name)
-        return 0
+        return bring_up(manager, inst, "restart", wait=args.wait, timeout=args.timeout)
     finally:
-        reporter.close()
         manager.close()

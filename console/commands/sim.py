@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from console.errors import UserError
+from console.sim.fleet_spec import FLEET_ENGINES
 
 ENGINES = ("vllm", "sglang", "trtllm", "tgi", "llamacpp")
 
@@ -38,7 +39,7 @@ def register(sub: Any) -> None:
     p.add_argument("--speed", type=float, default=1.0, metavar="F", help="time speed-up factor (step times / F)")
     p.add_argument("--no-access-log", action="store_true", help="do not log one line per request")
     p.add_argument("--fleet", action="store_true", help="start one engine of each flavour plus synthetic load")
-    p.add_argument("--engines", default="vllm,sglang,trtllm,tgi", help="--fleet: comma-separated flavours")
+    p.add_argument("--engines", default=",".join(FLEET_ENGINES), help="--fleet: comma-separated flavours")
     p.add_argument("--no-load", action="store_true", help="--fleet: no synthetic client load")
     p.add_argument("--base-port", type=int, default=None, help="--fleet: first port (default: free ports)")
     p.add_argument("--print-json", action="store_true", help="--fleet: one JSON line per endpoint")

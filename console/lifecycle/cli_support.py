@@ -1,15 +1,17 @@
-"""Shared pieces of the headless lifecycle commands (up, down, restart, logs, ps, pull)."""
+"""Shared pieces of the headless lifecycle commands (up, down, restart, logs, ps, pull); ``bring_up``
+is the one path of `up` and `restart`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import threading
-from typing import TextIO
+import time
+from typing import Literal, TextIO
 
 from console.config import Config, EngineInstance, load_config
 from console.errors import UserError
-from console.lifecycle.errors import LifecycleError
+from console.lifecycle.errors import LifecycleError, LifecycleTimeout
 from console.lifecycle.manager import LifecycleManager
 from console.lifecycle.state import InstanceState
 from console.model import Phase
@@ -102,6 +104,65 @@ class PhaseReporter:
 
     def close(self) -> None:
         self._unsub()
+
+
+def bring_up(manager: LifecycleManager, inst: EngineInstance, action: Literal["start", "restart"], *, wait: bool,
+             timeout: float | None) -> int:
+    """The path `up` and `restart` share once the action is allowed: start (or restart) the engine,
+    wait until it is ready (``wait``; always for a process engine, which ends with this enginedeck)
+    and, for a process engine, stay in the foreground until Ctrl-C or until it ends.
+
+    Exit codes: 0 ready (or started without waiting); raises LifecycleError (one line, its exit
+    code: 1 user error, 2 the engine failed, 3 timed out waiting)."""
+    from console.lifecycle.process_backend import install_signal_cleanup
+
+    name = inst.name
+    is_process = inst.config.managed == "process"
+    if is_process:
+        install_signal_cleanup()
+    reporter = PhaseReporter(manager, name)
+    t0 = time.monotonic()
+    try:
+        (manager.start if action == "start" else manager.restart)(name).result()
+        if note := key_on_command_line_note(manager, name):
+            print(note, file=sys.stderr)
+        if wait or is_process:
+            try:
+                st = manager.wait(name, timeout=timeout)
+            except LifecycleTimeout as exc:
+                if is_process:  # it would end with this enginedeck anyway: stop it properly
+                    manager.stop(name).result()
+                    still = "stopped it (process engines end with enginedeck)"
+                else:
+                    still = f"it keeps running; `enginedeck down {name}` stops it"
+                raise LifecycleTimeout(f"{exc.message}; {still}") from None
+            if st.phase is not Phase.READY:
+                raise fail_from_state(st, action)
+            print(f"{name} ready at {inst.url} ({time.monotonic() - t0:.1f} s)")
+            if st.config_changed:
+                print(f"note: {name} was already running with an older configuration; "
+                      f"`enginedeck restart {name}` applies the current one", file=sys.stderr)  # fmt: skip
+        else:
+            print(f"{name} {action}ed ({manager.status(name).container_id}); not waiting for ready")
+        return _foreground(manager, name) if is_process else 0
+    finally:
+        reporter.close()
+
+
+def _foreground(manager: LifecycleManager, name: str) -> int:
+    """Keep a process engine running until Ctrl-C or until it ends by itself."""
+    print(f"{name} runs in the foreground (process engines end with enginedeck); Ctrl-C stops it", file=sys.stderr)
+    try:
+        st = manager.wait(name, until={Phase.EXITED, Phase.FAILED})
+    except KeyboardInterrupt:
+        print(f"\n{name}: stopping", file=sys.stderr)
+        st = manager.stop(name).result()
+        print(f"{name}: {st.detail}")
+        return 0
+    if st.phase is Phase.EXITED and st.exit_code in (0, 143):
+        print(f"{name}: {st.detail}")
+        return 0
+    raise fail_from_state(st, "run")
 
 
 def fail_from_state(st: InstanceState, action: str = "start") -> LifecycleError:

@@ -24,13 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from console.ports import free_port
-from console.sim.engines import DEFAULT_MODELS, FLAVOURS
+from console.sim.engines import FLAVOURS
+from console.sim.fleet_spec import FLEET_ENGINES, fleet_members
 from console.sim.load import LoadTarget, LoadThread
-
-DEFAULT_ENGINES = ("vllm", "sglang", "trtllm", "tgi")
-# A small KV pool (in 16-token blocks) so the synthetic load fills it at its peaks: KV usage, the
-# waiting queue and preemptions visibly move. llama.cpp keeps its per-slot contexts.
-FLEET_KV_BLOCKS = {"vllm": 448, "sglang": 448, "trtllm": 448, "tgi": 448}
 
 
 @dataclass
@@ -73,7 +69,7 @@ class Fleet:
 
 
 def start_fleet(
-    engines: list[str] | tuple[str, ...] = DEFAULT_ENGINES,
+    engines: list[str] | tuple[str, ...] = FLEET_ENGINES,
     *,
     load: bool = True,
     seed: int = 0,
@@ -89,14 +85,11 @@ def start_fleet(
     log_dir = Path(tempfile.mkdtemp(prefix="enginedeck-fleet-"))
     fleet = Fleet(endpoints=[], models={}, log_dir=log_dir)
     try:
-        for i, engine in enumerate(engines):
+        # The small KV pool only under load: without it there is nothing to fill it.
+        for i, member in enumerate(fleet_members(engines, seed=seed, small_kv=load)):
+            engine, model = member.engine, member.model
             port = base_port + i if base_port is not None else free_port(host)
-            model = DEFAULT_MODELS[engine]
-            cmd = [sys.executable, "-m", "console", "sim", "--engine", engine, "--host", host, "--port", str(port),
-                   "--model", model, "--seed", str(seed + i)]
-            if engine in FLEET_KV_BLOCKS and load:
-                cmd += ["--kv-blocks", str(FLEET_KV_BLOCKS[engine])]
-            cmd += extra_args or []
+            cmd = [sys.executable, "-m", "console", *member.sim_args(host, str(port)), *(extra_args or [])]
             with open(log_dir / f"{engine}.log", "wb") as logf:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                         start_new_session=True)

@@ -8,6 +8,7 @@ from console.sim.engines.sglang import SglangFlavour
 from console.sim.engines.tgi import TgiFlavour
 from console.sim.engines.trtllm import TrtllmFlavour
 from console.sim.engines.vllm import VllmFlavour
+from console.sim.fleet_spec import DEFAULT_MODELS
 
 FLAVOURS: dict[str, type[Flavour]] = {
     "vllm": VllmFlavour,
@@ -15,15 +16,6 @@ FLAVOURS: dict[str, type[Flavour]] = {
     "trtllm": TrtllmFlavour,
     "tgi": TgiFlavour,
     "llamacpp": LlamacppFlavour,
-}
-
-# Served model names when none is given (what each engine would typically show).
-DEFAULT_MODELS = {
-    "vllm": "Qwen/Qwen3-0.6B",
-    "sglang": "Qwen/Qwen3-0.6B",
-    "trtllm": "Qwen3-0.6B",
-    "tgi": "Qwen/Qwen3-0.6B",
-    "llamacpp": "qwen3-0.6b",
 }
 
 
