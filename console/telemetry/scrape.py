@@ -16,6 +16,7 @@ import httpx
 
 from console.config import EngineInstance
 from console.model import EngineIdentity, Phase
+from console.secrets import scrub
 from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody
 
 MAX_METRICS_BYTES = 16 * 1024 * 1024
@@ -52,7 +53,12 @@ class Health:
 
 
 def _error_message(body: bytes) -> str:
-    """The message inside an engine's error body, whatever its shape (nested, flat, plain text)."""
+    """The message inside an engine's error body, whatever its shape (nested, flat, plain text),
+    with anything secret-shaped masked (an error body can echo a token back)."""
+    return scrub(_message(body))
+
+
+def _message(body: bytes) -> str:
     text = body[:2048].decode("utf-8", "replace").strip()
     if not text:
         return ""

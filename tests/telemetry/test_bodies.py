@@ -109,3 +109,12 @@ async def test_probe_reads_gzip_and_refuses_a_bomb(gzip_server: str) -> None:
         bomb = await probe.fetch("/bomb", max_bytes=MAX_METRICS_BYTES)
         assert not bomb.ok
         assert bomb.reason() == "decoded response larger than 16 MiB"
+
+
+def test_error_bodies_shown_are_scrubbed() -> None:
+    from console.telemetry.scrape import Fetched
+
+    body = b'{"error": {"message": "bad token hf_abcdefghijklmnopqrstuvwxyz12345678 (Bearer sk-abcdefghijklmnop)"}}'
+    shown = Fetched(401, body).reason()
+    assert shown.startswith("HTTP 401 bad token")
+    assert "hf_abc" not in shown and "sk-abc" not in shown

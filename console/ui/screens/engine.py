@@ -13,7 +13,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical, VerticalScroll
-from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane, Tabs
 
 from console.config import mask_secrets
 from console.model import EngineSnapshot, FleetSnapshot, RawSeries
@@ -27,6 +27,12 @@ from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line
 
 TABS = ("charts", "raw", "identity", "logs")
+# Raw metrics columns: value and kind fixed, the series takes the rest (cell padding and the
+# scrollbar included in RAW_FIXED).
+RAW_VALUE_W = 14
+RAW_KIND_W = 10
+RAW_FIXED = RAW_VALUE_W + RAW_KIND_W + 3 * 2 + 2
+RAW_SERIES_MIN = 20
 LOG_LINES = 500  # shown in the Logs tab (lines are capped at 400 characters)
 
 
@@ -143,6 +149,8 @@ class EngineScreen(DeckScreen):
         self.raw_filter = ""
         self._raw_order: list[str] = []
         self._raw_vals: dict[str, str] = {}
+        self._raw_names: dict[str, str] = {}  # row key -> series (family) name
+        self._series_w = 0
         self._last_head = ""
 
     def title_text(self) -> str:
@@ -163,6 +171,7 @@ class EngineScreen(DeckScreen):
                 yield Static(id="raw-count")
                 raw: DataTable[Text] = DataTable(id="raw-table", cursor_type="row")
                 yield raw
+                yield Static(id="raw-selected")
             with TabPane("Identity", id="identity"):
                 yield Static(id="identity-text")
             with TabPane("Logs", id="logs"), VerticalScroll(id="logs-scroll"):
@@ -170,12 +179,28 @@ class EngineScreen(DeckScreen):
         yield DeckFooter()
 
     def on_mount(self) -> None:
-        t = self.query_one("#raw-table", DataTable)
-        t.add_column("series", key="series", width=70)
-        t.add_column("value", key="value", width=14)
-        t.add_column("kind", key="kind", width=10)
+        self._fit_raw_columns()
         self._show_logs()
         self._want_raw(self.engine)
+
+    def on_resize(self) -> None:
+        self._fit_raw_columns()
+
+    def _fit_raw_columns(self) -> None:
+        """The series column takes the width the value and kind leave (no sideways scrolling); a
+        name too long for it ends in … and is shown whole under the table for the selected row."""
+        width = max(RAW_SERIES_MIN, (self.size.width or self.app.size.width) - RAW_FIXED)
+        if width == self._series_w:
+            return
+        self._series_w = width
+        t = self.query_one("#raw-table", DataTable)
+        t.clear(columns=True)
+        t.add_column("series", key="series", width=width)
+        t.add_column("value", key="value", width=RAW_VALUE_W)
+        t.add_column("kind", key="kind", width=RAW_KIND_W)
+        self._raw_order = []  # refill at the next redraw
+        if self.deck.fleet is not None and self.is_mounted:
+            self.show_fleet(self.deck.fleet)
 
     def on_unmount(self) -> None:
         self._want_raw(None)
@@ -239,7 +264,10 @@ class EngineScreen(DeckScreen):
             out.append("no log output yet", style="dim")
         else:
             out.append("\n".join(line[:400] for line in lines[-LOG_LINES:]))
-        scroll = self.query_one("#logs-scroll", VerticalScroll)
+        found = self.query("#logs-scroll")
+        if not found:  # a late snapshot while the screen is being torn down
+            return
+        scroll = found.first(VerticalScroll)
         follow = scroll.scroll_y >= scroll.max_scroll_y - 1  # at the end: keep following the tail
         self.query_one("#logs-text", Line).show(out)
         if follow:
@@ -276,19 +304,46 @@ class EngineScreen(DeckScreen):
         if order != self._raw_order:
             table.clear()
             for k, r in rows:
-                table.add_row(Text(k), Text(vals[k], justify="right"), Text(r.kind, style="dim"), key=k)
+                series = Text(k, no_wrap=True, overflow="ellipsis")
+                series.truncate(self._series_w or len(k), overflow="ellipsis")
+                table.add_row(series, Text(vals[k], justify="right"), Text(r.kind, style="dim"), key=k)
             self._raw_order = order
             self._raw_vals = vals
+            self._raw_names = {k: r.name for k, r in rows}
+            self._show_raw_selected()
             return
         for k in order:
             if self._raw_vals.get(k) != vals[k]:
                 self._raw_vals[k] = vals[k]
                 table.update_cell(k, "value", Text(vals[k], justify="right"))
+        self._show_raw_selected()
+
+    def _selected_raw(self) -> str | None:
+        t = self.query_one("#raw-table", DataTable)
+        if not self._raw_order or t.row_count == 0:
+            return None
+        return self._raw_order[min(t.cursor_coordinate.row, len(self._raw_order) - 1)]
+
+    def _show_raw_selected(self) -> None:
+        """The selected row's whole series (name and every label), its value and kind."""
+        key = self._selected_raw()
+        out = Text()
+        if key is not None:
+            out.append(key)
+            out.append(f" = {self._raw_vals.get(key, '')}", style="bold")
+            out.append("  (e explains it)", style="dim")
+        self.query_one("#raw-selected", Static).update(out)
+
+    @on(DataTable.RowHighlighted, "#raw-table")
+    def _raw_row(self) -> None:
+        self._show_raw_selected()
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:
         if self.deck.fleet is not None:
             self.show_fleet(self.deck.fleet)
+        if self.query_one("#tabs", TabbedContent).active == "raw" and not isinstance(self.focused, Input):
+            self.query_one("#raw-table", DataTable).focus()  # arrows move through the series at once
 
     @on(Input.Changed, "#raw-filter")
     def _raw_filter(self, event: Input.Changed) -> None:
@@ -300,14 +355,25 @@ class EngineScreen(DeckScreen):
         return self.engine
 
     def explain_target(self) -> tuple[str, str | None]:
+        """Per tab: the focused chart (else the first), the selected raw series, else the phase."""
+        tab = self.query_one("#tabs", TabbedContent).active
         focused = self.focused
         if isinstance(focused, Chart):
             return (focused.metric, self.engine)
+        if tab == "charts":
+            return (self.query(Chart).first().metric, self.engine)
+        if tab == "raw":
+            key = self._selected_raw()
+            if key is not None:
+                return ("raw:" + self._raw_names.get(key, key.split("{")[0]), self.engine)
         return ("phase", self.engine)
 
     def step_tab(self, step: int) -> None:
         tabs = self.query_one("#tabs", TabbedContent)
         i = TABS.index(tabs.active) if tabs.active in TABS else 0
+        # Focus off the pane that is about to hide first: Textual would move it to the pane's next
+        # widget, and a focused widget inside a pane makes TabbedContent switch back to it.
+        self.set_focus(tabs.query_one(Tabs))
         tabs.active = TABS[(i + step) % len(TABS)]
 
     def focus_raw_filter(self) -> None:
