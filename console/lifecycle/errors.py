@@ -26,6 +26,19 @@ class LifecycleTimeout(LifecycleError):
         super().__init__(message, EXIT_TIMEOUT)
 
 
+class ActionRefused(LifecycleError):
+    """The action was not attempted: another one on the same engine is in progress, or the engine
+    is not this enginedeck's to control (monitor-only; a container it did not start). Audited as
+    refused, not failed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_USER)
+
+
+class DockerUnreachable(LifecycleError):
+    """The Docker daemon did not answer (not running, wrong DOCKER_HOST): the next call connects anew."""
+
+
 def docker_host() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
@@ -65,7 +78,7 @@ def translate_docker_error(
         and not isinstance(exc, docker.errors.APIError)
         and ("connection" in low or "filenotfounderror" in low or "no such file" in low)
     ):
-        return LifecycleError(
+        return DockerUnreachable(
             f"cannot connect to the Docker daemon at {docker_host()}: is dockerd running? (or set DOCKER_HOST)"
         )
     if "port is already allocated" in low or "address already in use" in low:

@@ -40,7 +40,13 @@ from console.errors import UserError
 from console.lifecycle import docker_backend, process_backend
 from console.lifecycle.audit import AuditLog
 from console.lifecycle.backend import ExitInfo, Handle
-from console.lifecycle.errors import LifecycleError, LifecycleTimeout, translate_docker_error
+from console.lifecycle.errors import (
+    ActionRefused,
+    DockerUnreachable,
+    LifecycleError,
+    LifecycleTimeout,
+    translate_docker_error,
+)
 from console.lifecycle.gpu_release import NvmlUnavailable, gpu_pids
 from console.lifecycle.launch import LaunchSpec, build_launch
 from console.lifecycle.logs import LogBuffer
@@ -333,8 +339,7 @@ class LifecycleManager:
             return fn()
         except UserError as exc:
             if getattr(self._audit_local, "n", 0) == before:
-                refused = "another action is in progress" in exc.message or "monitor-only" in exc.message
-                self._audit(action, slot, "refused" if refused else "failed", exc.message)
+                self._audit(action, slot, "refused" if isinstance(exc, ActionRefused) else "failed", exc.message)
             raise
         except Exception as exc:
             err = translate_docker_error(exc, instance=slot.inst.name)
@@ -345,7 +350,7 @@ class LifecycleManager:
     def _op(self, slot: _Slot, action: str, wait: float = 0.0) -> None:
         if not slot.op.acquire(timeout=wait) if wait > 0 else not slot.op.acquire(blocking=False):
             st = slot.machine.state
-            raise LifecycleError(f"{slot.inst.name}: another action is in progress ({st.phase.value}); try again", 1)
+            raise ActionRefused(f"{slot.inst.name}: another action is in progress ({st.phase.value}); try again")
 
     # ----------------------------------------------------------------- attach
     def _attach(self, slot: _Slot) -> None:
@@ -431,7 +436,7 @@ class LifecycleManager:
     def _start_locked(self, slot: _Slot, action: str) -> InstanceState:
         inst = slot.inst
         if inst.config.managed is None:
-            raise LifecycleError(f"{inst.name} is monitor-only (url = {inst.url}); there is nothing to start", 1)
+            raise ActionRefused(f"{inst.name} is monitor-only (url = {inst.url}); there is nothing to start")
         try:
             spec = build_launch(inst)
         except UserError as exc:
@@ -470,7 +475,7 @@ class LifecycleManager:
             else:
                 handle = process_backend.launch(spec)
         except LifecycleError as exc:
-            if "Docker daemon" in exc.message:
+            if isinstance(exc, DockerUnreachable):
                 self._drop_client()
             with slot.lock:
                 slot.machine.failed(exc.message)
@@ -714,7 +719,7 @@ class LifecycleManager:
     def _stop_locked(self, slot: _Slot, timeout: float | None, *, reason: str, audit_action: str) -> InstanceState:
         inst = slot.inst
         if inst.config.managed is None:
-            raise LifecycleError(f"{inst.name} is monitor-only (url = {inst.url}); enginedeck cannot stop it", 1)
+            raise ActionRefused(f"{inst.name} is monitor-only (url = {inst.url}); enginedeck cannot stop it")
         try:
             self._attach(slot)
         except LifecycleError as exc:
@@ -726,7 +731,7 @@ class LifecycleManager:
             if foreign is not None:
                 msg = f"{inst.name}: container {foreign} was not started by enginedeck; adopt it first to control it"
                 self._audit(audit_action, slot, "refused", msg)
-                raise LifecycleError(msg, 1)
+                raise ActionRefused(msg)
         if handle is None or handle.poll() is not None:
             if handle is not None and not slot.adopted:  # a crashed container: clean it away
                 with contextlib.suppress(LifecycleError):
@@ -821,7 +826,7 @@ class LifecycleManager:
         self._op(slot, "restart", wait=30.0)
         try:
             if slot.inst.config.managed is None:
-                raise LifecycleError(f"{slot.inst.name} is monitor-only; enginedeck cannot restart it", 1)
+                raise ActionRefused(f"{slot.inst.name} is monitor-only; enginedeck cannot restart it")
             self._attach(slot)
             if slot.handle is not None and slot.handle.poll() is None:
                 self._stop_locked(slot, None, reason="", audit_action="restart-stop")
@@ -853,9 +858,9 @@ class LifecycleManager:
                 process_backend.drop_record(inst.name)
                 self._audit("remove", slot, "ok", "process record removed" if rec else "nothing to remove")
             else:
-                raise LifecycleError(f"{inst.name} is monitor-only; there is nothing to remove", 1)
+                raise ActionRefused(f"{inst.name} is monitor-only; there is nothing to remove")
         except LifecycleError as exc:
-            if "another action" not in exc.message:
+            if not isinstance(exc, ActionRefused):  # (refusals are audited as such by _audited)
                 self._audit("remove", slot, "failed", exc.message)
             raise
         finally:
