@@ -136,11 +136,12 @@ class Trial:
 class Tmux:
     """One private tmux server (its own socket name); never touches another server."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, conf: Path) -> None:
         self.name = name
+        self.conf = conf
 
     def cmd(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tmux", "-L", self.name, "-f", "/dev/null", *args], capture_output=True,
+        return subprocess.run(["tmux", "-L", self.name, "-f", str(self.conf), *args], capture_output=True,
                               text=True, timeout=10, check=check)
 
     def kill_server(self) -> None:
@@ -199,7 +200,7 @@ def _audit_lines(state: Path) -> list[dict[str, str]]:
 
 def run_trial(t: Trial, console_argv: list[str], run_id: str, workdir: Path, args: argparse.Namespace,
               ready_marker: str) -> Trial:
-    tmux = Tmux(f"enginedeck-tl-{run_id}-{t.index}")
+    tmux = Tmux(f"enginedeck-tl-{run_id}-{t.index}", workdir / "tmux.conf")
     mark = f"{run_id}-{t.index}"
     state = workdir / f"state-{t.index}"
     state.mkdir()
@@ -224,8 +225,10 @@ def run_trial(t: Trial, console_argv: list[str], run_id: str, workdir: Path, arg
                 break
             time.sleep(0.25)
         else:
-            last = [ln for ln in text.splitlines() if ln.strip()][-3:]
-            t.error = f"not ready within {args.start_timeout:g} s; screen ends: {' | '.join(last)[:300]}"
+            last = [ln.strip() for ln in text.splitlines() if ln.strip()][-4:]
+            dead = tmux.cmd("display-message", "-p", "-t", "c", "#{pane_dead} #{pane_dead_status}").stdout.split()
+            how = f"ended with status {dead[1]}" if dead[:1] == ["1"] and len(dead) > 1 else "still running"
+            t.error = f"not ready within {args.start_timeout:g} s ({how}); screen ends: {' | '.join(last)[:400]}"
             return t
         t.start_s = time.monotonic() - started
         time.sleep(1.0)  # a steady state: live data on screen, collectors running
@@ -274,6 +277,8 @@ def run_trial(t: Trial, console_argv: list[str], run_id: str, workdir: Path, arg
         t.error = t.error or f"{type(exc).__name__}: {exc}"
         return t
     finally:
+        if t.error:
+            t.policy_ok = False
         # Leave nothing: the console and its tree by PID, then this trial's own tmux server.
         for p in ([console] if console is not None else []) + tree + _marked(mark):
             if _alive(p):
@@ -411,6 +416,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="enginedeck-tl-") as tmp:
         workdir = Path(tmp)
         (workdir / "config").mkdir()
+        # A pane whose program ended stays, so a console that died at start shows why.
+        (workdir / "tmux.conf").write_text("set -g remain-on-exit on\n")
         fleet: Fleet | None = None
         try:
             if args.attach:

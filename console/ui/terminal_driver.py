@@ -136,8 +136,8 @@ class TerminalWriter(WriterThread):
                 TerminalWriter.dropped = True
         except OSError as exc:
             self._lose(f"writing to the terminal failed: {exc.strerror or exc}")
-        except Exception as exc:  # an encoding problem must not stop the output for good
-            self._lose(f"writing to the terminal failed: {exc}")
+        except Exception:  # anything else costs this text only, never the thread
+            TerminalWriter.dropped = True
 
     def _lose(self, why: str) -> None:
         if self.lost:

@@ -155,7 +155,7 @@ class TerminalGuard:
                     except BlockingIOError:
                         continue
                     for b in data:
-                        if b == _QUIT:
+                        if b == _QUIT and not reason:
                             return
                         if b == _BEGIN and not reason:
                             reason, code = self._begin_reason or "shutdown requested", HANGUP_EXIT
