@@ -199,15 +199,33 @@ def test_trtllm_json_sniffed_and_mapped() -> None:
 
 
 @pytest.mark.parametrize(
-    "payload",
-    [b"", b"\x00\xff\xfe", b"<html><body>404</body></html>", b'{"error": "Unauthorized"}', "\n\n\n", b"[1, 2"],
-)
-def test_garbage_gives_an_empty_reading_with_errors_not_an_exception(vllm: EngineProfile, payload: bytes) -> None:
+    ("payload", "fmt", "summary"),
+    [
+        (b"", "prometheus", "no samples"),
+        (b"\x00\xff\xfe", "prometheus",
+         "2 problems; first: payload: invalid UTF-8 at byte 1; decoded with replacement characters"),
+        (b"<html><body>404</body></html>", "prometheus",
+         "1 problem; first: line 1: invalid metric name: '<html><body>404</body></html>'"),
+        (b'{"error": "Unauthorized"}', "trtllm-json", "no samples"),  # JSON without numbers: nothing to read
+        ("\n\n\n", "prometheus", "no samples"),
+        (b"[1, 2", "trtllm-json", "1 problem; first: not valid JSON (*); reading \"key\": number pairs instead"),
+    ],
+)  # fmt: skip
+def test_garbage_gives_an_empty_reading_with_errors_not_an_exception(
+    vllm: EngineProfile, payload: bytes, fmt: str, summary: str
+) -> None:
     r = normalize(vllm, payload)
     assert r.empty and not r.ok
     assert r.models == {}
     assert set(r.missing) == set(vllm.metrics.map)
-    assert isinstance(r.error_summary(), str)
+    assert r.format == fmt
+    # The decoder's own wording (inside the parentheses) is not ours to pin.
+    head, _, tail = summary.partition("*")
+    got = r.error_summary()
+    if tail:
+        assert got.startswith(head) and got.endswith(tail), got
+    else:
+        assert got == summary
 
 
 def test_full_false_parses_only_mapped_families(vllm: EngineProfile) -> None:

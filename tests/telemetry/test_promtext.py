@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import collections
 import math
+import re
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.telemetry.promtext import parse, parse_labels
+from console.telemetry.promtext import ParseResult, Sample, parse, parse_labels
 from tests.telemetry import synth
 
 
@@ -156,25 +158,78 @@ def test_matches_prometheus_client_on_its_own_output() -> None:
     assert parse(text).families["vllm:kv_cache_usage_perc"].help == 'usage "frac"\\'
 
 
+_NAME = st.from_regex(r"[a-z_:][a-z0-9_:]{0,12}", fullmatch=True)
+_LVAL = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12)
+_VALID_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def _samples(res: ParseResult) -> list[Sample]:
+    return [x for f in res.families.values() for x in f.samples]
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=2000))
 def test_never_raises_on_arbitrary_bytes(data: bytes) -> None:
     res = parse(data)
-    assert res.sample_count >= 0
-    assert all(isinstance(e, str) for e in res.errors)
+    try:
+        text, bad_utf8 = data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, bad_utf8 = data.decode("utf-8", "replace"), True
+    lines = text.split("\n")
+    assert res.line_count == len(lines)
+    # Invalid UTF-8 is reported first, and only when the bytes really are invalid.
+    assert (res.errors[:1] != [] and res.errors[0].startswith("payload: invalid UTF-8")) == bad_utf8
+    # The counters agree with what was kept: every kept sample is counted and well-formed.
+    samples = _samples(res)
+    assert res.sample_count == len(samples)
+    assert all(_VALID_NAME.fullmatch(x.name) and type(x.value) is float for x in samples)
+    # A line yields at most one outcome (a sample or an error); each listed error names its line.
+    assert res.sample_count + res.error_count - bad_utf8 <= sum(1 for line in lines if line)
+    assert len(res.errors) == min(res.error_count, 50) + (res.error_count > 50)
+    assert all(e.startswith(("line ", "payload: ")) for e in res.errors[:50])
+
+
+# Noise without the letters of HELP/TYPE or "_created" (H L P T Y r t d): comments are plain and no
+# line is routed to ``created``, so each line's outcome is exactly "blank/comment", "sample" or "error".
+_NOISE_LINE = st.text(alphabet=st.sampled_from(list('abc_:{}="\\,# +-.0123456789eEInfNa\t')), max_size=40)
+_PLAIN_NAME = st.from_regex(r"[abc_:][abc_:0-9]{0,8}", fullmatch=True)
+_WANTED = {"a", "b_c"}
+_WANTED_NAMES = {n + s for n in _WANTED for s in ("", "_bucket", "_sum", "_count")}
+Expected = tuple[str, tuple[tuple[str, str], ...], float] | None
+
+
+@st.composite
+def _line(draw: st.DrawFn) -> tuple[str, Expected]:
+    """A line and the sample it must give (None: noise, which may give a sample or an error)."""
+    if draw(st.booleans()):
+        return draw(_NOISE_LINE), None
+    name = draw(st.one_of(_PLAIN_NAME, st.sampled_from(sorted(_WANTED))))
+    lab = draw(st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True), _LVAL, max_size=3))
+    value = draw(st.floats())
+    return f"{name}{synth.labels(lab)} {synth.fmt(value)}", (name, tuple(sorted(lab.items())), value)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list('abc_:{}="\\,# \n+-.0123456789eEInfNa\t\r')), max_size=400))
-def test_never_raises_on_prometheus_like_text(text: str) -> None:
+@given(st.lists(_line(), max_size=12), st.sampled_from(["\n", "\r\n"]))
+def test_never_raises_on_prometheus_like_text(lines: list[tuple[str, Expected]], eol: str) -> None:
+    text = eol.join(line for line, _ in lines)
     res = parse(text)
-    parse(text, {"a", "b_c"})
-    # Every non-empty, non-comment line either became a sample or was reported.
-    assert res.sample_count + res.error_count >= 0
-
-
-_NAME = st.from_regex(r"[a-z_:][a-z0-9_:]{0,12}", fullmatch=True)
-_LVAL = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12)
+    samples = _samples(res)
+    assert res.sample_count == len(samples)
+    # Every non-blank, non-comment line either became a sample or was reported.
+    content = [line.strip() for line, _ in lines]
+    assert res.sample_count + res.error_count == sum(1 for c in content if c and not c.startswith("#"))
+    assert len(res.errors) == min(res.error_count, 50) + (res.error_count > 50)
+    # Every well-formed line is among the samples, whatever noise surrounds it.
+    got = collections.Counter(repr((x.name, x.labels, x.value)) for x in samples)
+    want = collections.Counter(repr(e) for _, e in lines if e is not None)
+    assert not want - got, want - got
+    # With ``wanted``, exactly the samples of the wanted names come back, the same as in a full parse.
+    only = parse(text, _WANTED)
+    assert sorted(repr((x.name, x.labels, x.value)) for x in _samples(only)) == sorted(
+        repr((x.name, x.labels, x.value)) for x in samples if x.name in _WANTED_NAMES
+    )
+    assert only.error_count <= res.error_count
 
 
 @settings(max_examples=200, deadline=None)
