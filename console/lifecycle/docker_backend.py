@@ -11,15 +11,22 @@ errors to the first call, as the latter).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from console.lifecycle.backend import ExitInfo
-from console.lifecycle.errors import LifecycleError, translate_docker_error
+from console.lifecycle import adoption
+from console.lifecycle.backend import ExitInfo, Found, Handle, Listed, Listing, PullProgress
+from console.lifecycle.errors import DockerUnreachable, LifecycleError, translate_docker_error
 from console.lifecycle.launch import LABEL_HASH, LABEL_INSTANCE, LABEL_MANAGED, LABEL_PROFILE, LaunchSpec
 from console.lifecycle.logs import LogBuffer
+from console.lifecycle.state import Backend
+
+if TYPE_CHECKING:
+    from console.config import EngineInstance
+    from console.profiles import EngineProfile
 
 API_TIMEOUT = 60.0
 
@@ -54,6 +61,10 @@ class DockerHandle:
     @property
     def pid(self) -> int | None:
         return None
+
+    @property
+    def container_id(self) -> str | None:
+        return str(self.container.short_id)
 
     def poll(self) -> ExitInfo | None:
         import docker.errors
@@ -416,3 +427,153 @@ def pull(client: Any, image: str, cb: Callable[[float, str], None]) -> None:
         if "dial tcp" in text or "no such host" in text or "i/o timeout" in text:
             text = f"the registry is unreachable from this host ({text})"
         raise LifecycleError(f"cannot pull {image}: {text}") from None
+
+
+def image_of(inst: EngineInstance) -> str:
+    """The image an instance runs: its own ``image``, else its profile's image and tag."""
+    return inst.config.image or f"{inst.profile.container.image}:{inst.profile.container.tag}"
+
+
+def find_foreign(client: Any, inst: EngineInstance) -> str | None:
+    """A running container no enginedeck started, of this profile's image, publishing the instance's port."""
+    port = str(inst.config.port or inst.profile.container.port)
+    repo = image_repo(inst.config.image or inst.profile.container.image)
+    for c, _ in list_containers(client, {repo: inst.profile.name}):
+        if c.managed:
+            continue
+        if any(p.split("->", 1)[0].rsplit(":", 1)[-1] == port for p in c.ports):
+            return c.id
+    return None
+
+
+class DockerEngines:
+    """Engines as containers (an ``EngineBackend``). One client, connected at first use and again
+    after the daemon was lost (``DockerUnreachable``)."""
+
+    kind = Backend.DOCKER
+    noun = "container"
+    keeps_crashed = True
+    can_adopt = True
+
+    def __init__(self) -> None:
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _docker(self) -> Iterator[Any]:
+        with self._lock:
+            if self._client is None:
+                self._client = connect()
+            client = self._client
+        try:
+            yield client
+        except DockerUnreachable:
+            with self._lock:
+                if self._client is client:
+                    self._client = None
+            raise
+
+    def launch(self, spec: LaunchSpec) -> Handle:
+        with self._docker() as client:
+            return launch(client, spec)
+
+    def attach(self, inst: EngineInstance) -> Found | None:
+        with self._docker() as client:
+            handle = attach(client, inst.name)
+            adopted = False
+            if handle is None and (cid := adoption.adopted_id(inst.name)):
+                with contextlib.suppress(Exception):  # the adopted container is gone: nothing to attach
+                    handle = DockerHandle(client.containers.get(cid))
+                    adopted = True
+            if handle is None:
+                return None
+            info = describe(handle.container)
+        running = info.status in ("running", "restarting")
+        return Found(
+            handle,
+            running,
+            address=", ".join(info.ports),
+            gpus=info.gpus,
+            config_hash=info.config_hash or "",
+            detail="running (found by label)",
+            exit=None if running else ExitInfo(info.exit_code, info.oom_killed),
+            adopted=adopted,
+        )
+
+    def replacement(self, inst: EngineInstance, old: Handle | None, *, adopted: bool) -> Found | None:
+        # The same container running again (`docker restart`/`start`), or a newer labelled one.
+        handle = old if isinstance(old, DockerHandle) and old.poll() is None else None
+        if handle is None and not adopted:  # an adopted container is only ever that container
+            with self._docker() as client:
+                newer = attach(client, inst.name)
+            handle = newer if newer is not None and newer.poll() is None else None
+        if handle is None:
+            return None
+        info = describe(handle.container)
+        return Found(handle, True, address=", ".join(info.ports), gpus=info.gpus, config_hash=info.config_hash or "")
+
+    def release(self, old: Handle) -> None:
+        """An ended container stays for inspection until `down`/`remove`."""
+
+    def foreign(self, inst: EngineInstance) -> str | None:
+        with self._docker() as client:
+            return find_foreign(client, inst)
+
+    def adopt(self, inst: EngineInstance, ident: str | None) -> str:
+        import docker.errors
+
+        with self._docker() as client:
+            if ident is None:
+                ident = find_foreign(client, inst)
+                if ident is None:
+                    raise LifecycleError(
+                        f"{inst.name}: no running container of {inst.profile.name} publishes {inst.url}", 1
+                    )
+            try:
+                container = client.containers.get(ident)
+            except docker.errors.NotFound:
+                raise LifecycleError(f"no container {ident!r}", 1) from None
+        adoption.save(inst.name, str(container.id))
+        return f"container {container.short_id} ({container.name})"
+
+    def remove_leftovers(self, inst: EngineInstance) -> str:
+        with self._docker() as client:
+            running = [c for c in find_managed(client, inst.name) if c.status in ("running", "restarting", "paused")]
+            if running:
+                raise LifecycleError(f"{inst.name} is running ({running[0].short_id}); stop it first", 1)
+            return f"removed {remove_by_label(client, inst.name)} container(s)"
+
+    def image(self, inst: EngineInstance) -> str | None:
+        return image_of(inst)
+
+    def pull(self, image: str, progress: PullProgress) -> None:
+        with self._docker() as client:
+            pull(client, image, progress)
+
+    def listing(self, instances: Sequence[EngineInstance], profiles: Mapping[str, EngineProfile]) -> Listing:
+        # image repo -> profile: the configured instances' own images first, then every profile's.
+        images: dict[str, str] = {}
+        for inst in instances:
+            if inst.config.image:
+                images.setdefault(image_repo(inst.config.image), inst.profile.name)
+            images.setdefault(inst.profile.container.image, inst.profile.name)
+        for prof in profiles.values():
+            images.setdefault(prof.container.image, prof.name)
+        try:
+            with self._docker() as client:
+                found = list_containers(client, images)
+        except LifecycleError as exc:
+            return Listing(error=exc.message)
+        return Listing(tuple(
+            Listed(ident=c.id, name=c.name, managed=c.managed, instance=c.instance, status=c.status,
+                   address=", ".join(c.ports), gpus=c.gpus, image=c.image, profile=profile or "",
+                   config_hash=c.config_hash or "", exit_code=c.exit_code, oom_killed=c.oom_killed)
+            for c, profile in found
+        ))  # fmt: skip
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()

@@ -5,9 +5,19 @@ Only phases are decided here; metrics scraping belongs to the telemetry hub.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import httpx
 
 from console.lifecycle.phases import ProbeResult
+
+if TYPE_CHECKING:
+    from console.profiles import EngineProfile
+
+
+def ready_key(profile: EngineProfile, key: str | None) -> str | None:
+    """The key for the readiness probe only where the profile says the engine checks it there."""
+    return key if key and profile.path_needs_key(profile.health.ready_path) else None
 
 
 def count_models(payload: object) -> int:

@@ -8,35 +8,48 @@ No orphans: started groups are kept in a registry; an ``atexit`` hook (and, once
 ``install_signal_cleanup`` ran in the main thread, SIGTERM/SIGHUP handlers) terminates them when
 enginedeck exits. Limits: nothing runs when enginedeck itself is SIGKILLed or the machine loses
 power; a child that leaves the process group (``setsid``) escapes the group signal. For those
-cases each start is also written to ``state_dir()/processes/NAME.json``; the next enginedeck run
-lists such survivors in `ps` and `down NAME` stops them (the PID is trusted only while its
-process start time matches).
+cases each start is also written to ``state_dir()/processes/NAME.json`` (``process_records``); the
+next enginedeck run lists such survivors in `ps` and `down NAME` stops them (the PID is trusted only
+while its process start time matches). ``ProcessEngines`` is the ``EngineBackend`` over all this.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import psutil
 
-from console.lifecycle.backend import ExitInfo
+from console.lifecycle.backend import NOT_ADOPTABLE, ExitInfo, Found, Handle, Listed, Listing, PullProgress
 from console.lifecycle.errors import LifecycleError
 from console.lifecycle.launch import LaunchSpec
 from console.lifecycle.logs import LogBuffer
-from console.paths import private_dir
+from console.lifecycle.process_records import (
+    ProcessRecord,
+    all_records,
+    drop_record,
+    open_private,
+    read_record,
+    write_record,
+)
+from console.lifecycle.state import Backend
 from console.secrets import LineScrubber
+
+if TYPE_CHECKING:
+    from console.config import EngineInstance
+    from console.profiles import EngineProfile
+
+__all__ = ["ProcessRecord", "all_records", "drop_record", "read_record"]  # (records live in process_records)
 
 CLEANUP_GRACE = 5.0
 LOG_FILE_MAX = 16 * 1024 * 1024  # the output copy on disk rotates to NAME.log.1 at this size
@@ -44,12 +57,6 @@ LOG_FILE_MAX = 16 * 1024 * 1024  # the output copy on disk rotates to NAME.log.1
 _registry_lock = threading.Lock()
 _registry: dict[int, str] = {}  # pgid -> instance name, groups this process started
 _atexit_installed = False
-
-
-def _records_dir() -> Path:
-    from console.paths import state_dir
-
-    return state_dir() / "processes"
 
 
 def log_path(name: str) -> Path:
@@ -67,7 +74,7 @@ class _LogFile:
         self.path = path
         self.f: BinaryIO | None = None
         with contextlib.suppress(OSError):
-            self.f = _open_private(path)
+            self.f = open_private(path)
 
     def write(self, data: bytes) -> None:
         if self.f is None:
@@ -76,7 +83,7 @@ class _LogFile:
             if self.f.tell() + len(data) > LOG_FILE_MAX:
                 self.f.close()
                 os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-                self.f = _open_private(self.path)
+                self.f = open_private(self.path)
             self.f.write(data)
             self.f.flush()
         except OSError:
@@ -86,73 +93,6 @@ class _LogFile:
         if self.f is not None:
             with contextlib.suppress(OSError):
                 self.f.close()
-
-
-def _open_private(path: Path) -> BinaryIO:
-    """``path`` truncated for writing, mode 0600 in a 0700 directory (also when it existed)."""
-    private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "wb")
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessRecord:
-    """What is persisted about a started process, for `ps`/`down` in another enginedeck run."""
-
-    name: str
-    profile: str
-    pid: int
-    pgid: int
-    create_time: float
-    owner_pid: int
-    address: str
-    command: list[str]  # masked for display
-    config_hash: str
-    gpus: str
-
-    def alive(self) -> bool:
-        try:
-            p = psutil.Process(self.pid)
-            return abs(p.create_time() - self.create_time) < 0.5 and p.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
-
-
-def write_record(rec: ProcessRecord) -> None:
-    d = _records_dir()
-    with contextlib.suppress(OSError):
-        tmp = d / f".{rec.name}.json.tmp"
-        with _open_private(tmp) as f:
-            f.write(json.dumps(asdict(rec)).encode())
-        os.replace(tmp, d / f"{rec.name}.json")
-
-
-def read_record(name: str) -> ProcessRecord | None:
-    try:
-        data = json.loads((_records_dir() / f"{name}.json").read_text())
-        return ProcessRecord(**data)
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def drop_record(name: str, pid: int | None = None) -> None:
-    rec = read_record(name)
-    if rec is not None and (pid is None or rec.pid == pid):
-        with contextlib.suppress(OSError):
-            (_records_dir() / f"{name}.json").unlink()
-
-
-def all_records() -> list[ProcessRecord]:
-    out: list[ProcessRecord] = []
-    d = _records_dir()
-    if not d.is_dir():
-        return out
-    for path in sorted(d.glob("*.json")):
-        rec = read_record(path.stem)
-        if rec is not None:
-            out.append(rec)
-    return out
 
 
 def _group_pids(pgid: int) -> set[int]:
@@ -254,6 +194,10 @@ class ProcessHandle:
     def pid(self) -> int | None:
         return self.proc.pid
 
+    @property
+    def container_id(self) -> str | None:
+        return None
+
     def poll(self) -> ExitInfo | None:
         rc = self.proc.poll()
         if rc is None:
@@ -335,6 +279,10 @@ class ForeignProcessHandle:
     @property
     def pid(self) -> int | None:
         return self.rec.pid
+
+    @property
+    def container_id(self) -> str | None:
+        return None
 
     def poll(self) -> ExitInfo | None:
         return None if self.rec.alive() else ExitInfo(None)
@@ -569,3 +517,72 @@ def find_engine_processes(profiles: Mapping[str, Any]) -> list[FoundProcess]:
         if listen:
             found.append(FoundProcess(p.pid, profile, mask_args(list(cmd)), listen))
     return found
+
+
+class ProcessEngines:
+    """Engines as local process groups (an ``EngineBackend``)."""
+
+    kind = Backend.PROCESS
+    noun = "process"
+    keeps_crashed = False  # an ended process leaves only its log copy, which stays
+    can_adopt = False
+
+    def launch(self, spec: LaunchSpec) -> Handle:
+        return launch(spec)
+
+    def attach(self, inst: EngineInstance) -> Found | None:
+        handle = attach(inst.name)
+        if handle is None:
+            return None
+        rec = handle.rec
+        return Found(handle, True, address=rec.address, gpus=rec.gpus, config_hash=rec.config_hash,
+                     detail=f"running (started by enginedeck pid {rec.owner_pid})")  # fmt: skip
+
+    def replacement(self, inst: EngineInstance, old: Handle | None, *, adopted: bool) -> Found | None:
+        # A newer record: the engine was started again by another enginedeck (a headless restart).
+        rec = read_record(inst.name)
+        if rec is None or not rec.alive() or (old is not None and old.pid == rec.pid):
+            return None
+        return Found(ForeignProcessHandle(rec), True, address=rec.address, gpus=rec.gpus, config_hash=rec.config_hash)
+
+    def release(self, old: Handle) -> None:
+        if isinstance(old, ProcessHandle):  # reap our ended child; its record only, not the new one's
+            with contextlib.suppress(LifecycleError):
+                old.remove()
+
+    def foreign(self, inst: EngineInstance) -> str | None:
+        return None  # a process on the port is found by `ps`; it cannot be adopted
+
+    def adopt(self, inst: EngineInstance, ident: str | None) -> str:
+        raise LifecycleError(NOT_ADOPTABLE.format(name=inst.name), 1)
+
+    def remove_leftovers(self, inst: EngineInstance) -> str:
+        rec = read_record(inst.name)
+        if rec is not None and rec.alive():
+            raise LifecycleError(f"{inst.name} is running (pid {rec.pid}); stop it first", 1)
+        drop_record(inst.name)
+        return "process record removed" if rec else "nothing to remove"
+
+    def image(self, inst: EngineInstance) -> str | None:
+        return None
+
+    def pull(self, image: str, progress: PullProgress) -> None:
+        raise LifecycleError("process engines run no image; nothing to pull", 1)
+
+    def listing(self, instances: Sequence[EngineInstance], profiles: Mapping[str, EngineProfile]) -> Listing:
+        live = [r for r in all_records() if r.alive()]
+        managed = (
+            Listed(ident=f"pid {r.pid}", name=r.name, managed=True, instance=r.name, status="running",
+                   address=r.address, gpus=r.gpus, image=" ".join(r.command), profile=r.profile,
+                   config_hash=r.config_hash)
+            for r in live
+        )  # fmt: skip
+        found = (
+            Listed(ident=f"pid {p.pid}", name=f"pid {p.pid}", managed=False, instance=None, status="running",
+                   address=", ".join(p.listen), image=" ".join(p.command), profile=p.profile)
+            for p in find_engine_processes(profiles)
+        )  # fmt: skip
+        return Listing((*managed, *found))
+
+    def close(self) -> None:
+        """Nothing to let go: the engines this process started end with it (see the module doc)."""

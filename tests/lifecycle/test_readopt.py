@@ -79,9 +79,9 @@ def test_an_outside_sigterm_without_restart_ends_as_stopped_outside(
     import os
     import signal
 
-    from console.lifecycle import manager as manager_mod
+    from console.lifecycle import watch
 
-    monkeypatch.setattr(manager_mod, "OUTSIDE_RESTART_GRACE", 1.0)
+    monkeypatch.setattr(watch, "OUTSIDE_RESTART_GRACE", 1.0)
     port = free_port()
     m = make_manager(config(r={"port": port, "command": sim(port)}))
     pid = m.start("r").result(timeout=30).pid
