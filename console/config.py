@@ -8,7 +8,6 @@ Every problem is one line naming the file, the key and the problem.
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,7 @@ from console.errors import ConfigError, UserError
 from console.paths import config_file
 from console.profiles import EngineProfile, get_profile, load_profiles
 from console.secrets import looks_secret, mask_config
+from console.target import EngineTarget, api_key_from_env
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -157,8 +157,12 @@ class EngineInstance:
     @property
     def api_key(self) -> str | None:
         """The key's value, read from the environment at the moment it is needed."""
-        env = self.config.api_key_env
-        return os.environ.get(env) if env else None
+        return api_key_from_env(self.config.api_key_env)
+
+    @property
+    def target(self) -> EngineTarget:
+        """This instance as its clients (bench, load generator, playground) see it."""
+        return EngineTarget(self.name, self.profile, self.url, self.config.api_key_env, self.gpus)
 
     @property
     def managed(self) -> bool:
