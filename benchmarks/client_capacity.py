@@ -157,6 +157,7 @@ def _enginedeck(urls: list[str], conc: int, seconds: float, out_len: int, q: Any
     from console.client.stream import GenParams
     from console.client.workloads import WorkloadSpec, generate
     from console.profiles import get_profile
+    from console.target import EngineTarget
 
     prof = get_profile("vllm")
     per = max(1, conc // len(urls))
@@ -164,7 +165,7 @@ def _enginedeck(urls: list[str], conc: int, seconds: float, out_len: int, q: Any
     prompts = generate(WorkloadSpec(input_len=16, output_len=out_len), n, seed=1)
     spec = LevelSpec("closed", per, num_prompts=n, warmup=0, max_duration=seconds)
     params = GenParams(max_tokens=out_len, fixed_length=True)
-    targets = [Target(f"sim{i}", prof, u, MODEL) for i, u in enumerate(urls)]
+    targets = [Target(EngineTarget(f"sim{i}", prof, u), MODEL) for i, u in enumerate(urls)]
     encoded = [encode_bodies(t, prompts, params) for t in targets]  # prepared before the clock starts
     times: list[float] = []
 

@@ -122,6 +122,7 @@ def run_fixed(args: argparse.Namespace) -> None:
     from console.client.timing import compute
     from console.client.workloads import Prompt, words
     from console.profiles import get_profile
+    from console.target import EngineTarget
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -134,7 +135,7 @@ def run_fixed(args: argparse.Namespace) -> None:
         prompts = [Prompt(f"p{i}", words(rng, 40 + i), input_words=40 + i, output_len=args.output_len)
                    for i in range(n)]  # fmt: skip
         spec = LevelSpec("closed", args.concurrency, num_prompts=args.requests, warmup=args.concurrency)
-        raw = asyncio.run(run_level(Target("fixed", get_profile("llamacpp"), url, "m"), spec, prompts,
+        raw = asyncio.run(run_level(Target(EngineTarget("fixed", get_profile("llamacpp"), url), "m"), spec, prompts,
                                     GenParams(max_tokens=args.output_len), scrape_metrics=False))  # fmt: skip
         with urllib.request.urlopen(url + "/_state", timeout=10) as r:
             state = json.loads(r.read())
@@ -223,6 +224,7 @@ def run_sim(args: argparse.Namespace) -> None:
     from console.client.timing import Dist, compute
     from console.client.workloads import Prompt, words
     from console.profiles import get_profile
+    from console.target import EngineTarget
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -250,7 +252,7 @@ def run_sim(args: argparse.Namespace) -> None:
                    for i in range(n)]  # fmt: skip
         prof = get_profile(args.engine)
         spec = LevelSpec("closed", args.concurrency, num_prompts=args.requests, warmup=args.concurrency)
-        raw = asyncio.run(run_level(Target(args.engine, prof, url, model), spec, prompts,
+        raw = asyncio.run(run_level(Target(EngineTarget(args.engine, prof, url), model), spec, prompts,
                                     GenParams(max_tokens=args.output_len, fixed_length=True),
                                     scrape_metrics=False))  # fmt: skip
         # the reference client on the same simulator, with the next block of distinct lengths

@@ -33,7 +33,7 @@ from console.client.http import HTTPClient, HTTPError
 from console.client.loadgen import LevelRaw, LevelSpec, ProgressFn, Target, run_level
 from console.client.stream import EndpointKind, GenParams, auth_headers, length_mode, list_models
 from console.client.workloads import WorkloadSpec, generate
-from console.profiles import EngineProfile
+from console.target import EngineTarget
 
 SCHEMA = "enginedeck.bench/1"
 INTERRUPT_GRACE = 30.0  # seconds the child gets to cancel its level and send what finished
@@ -41,24 +41,8 @@ SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
-class EngineTarget:
-    """Picklable description of one engine for the child process (secrets stay in the env)."""
-
-    name: str
-    profile: EngineProfile
-    url: str
-    api_key_env: str | None = None
-    model: str | None = None
-    gpus: tuple[int, ...] = ()
-
-    @property
-    def api_key(self) -> str | None:
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
-
-
-@dataclass(frozen=True, slots=True)
 class BenchConfig:
-    engines: tuple[EngineTarget, ...]
+    engines: tuple[EngineTarget, ...]  # picklable: the child process gets them (keys stay in the environment)
     levels: tuple[LevelSpec, ...]
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     params: GenParams = field(default_factory=lambda: GenParams(max_tokens=64, fixed_length=True))
@@ -104,8 +88,9 @@ def run_order(n_engines: int, repeats: int) -> list[tuple[int, int]]:
     return out
 
 
-async def check_ready(engines: Sequence[EngineTarget], *, timeout: float = 5.0) -> list[str]:
-    """GET {base}/models on every engine; returns the model each will be asked for.
+async def check_ready(engines: Sequence[EngineTarget], *, model: str | None = None, timeout: float = 5.0) -> list[str]:
+    """GET {base}/models on every engine; returns the model each will be asked for: ``model`` when
+    given, else the first one the engine lists.
 
     Raises ``HTTPError`` with a one-line reason naming the engine that is not ready.
     """
@@ -118,9 +103,9 @@ async def check_ready(engines: Sequence[EngineTarget], *, timeout: float = 5.0) 
             raise HTTPError(f"engine {e.name} ({e.url}) is not ready: {exc}") from None
         finally:
             client.close()
-        if e.model and e.model not in ids and e.profile.name != "tgi":  # TGI ignores the model field
-            raise HTTPError(f"engine {e.name} does not serve model {e.model!r} (it serves: {', '.join(ids)})")
-        models.append(e.model or ids[0])
+        if model and model not in ids and e.profile.name != "tgi":  # TGI ignores the model field
+            raise HTTPError(f"engine {e.name} does not serve model {model!r} (it serves: {', '.join(ids)})")
+        models.append(model or ids[0])
     return models
 
 
@@ -216,7 +201,7 @@ async def _run_all(
     """Appends to ``runs`` as levels finish, so an interrupted run keeps what it completed."""
     for pos, (ei, rep) in enumerate(order):
         e = cfg.engines[ei]
-        target = Target(e.name, e.profile, e.url, models[ei], e.api_key, cfg.endpoint)
+        target = Target(e, models[ei], cfg.endpoint)
         if swapper is not None:
             if progress:
                 progress({"type": "swap", "engine": e.name})

@@ -16,19 +16,21 @@ import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from time import perf_counter_ns as _perf_ns  # the clock of every request timestamp (http.py's too)
 from typing import Any, Literal
 
 import orjson
 
 from console.client.arrivals import Arrival, schedule
 from console.client.gpu import GpuSampler, SimulatedGpuCollect
-from console.client.http import HTTPClient, _perf_ns
+from console.client.http import HTTPClient
 from console.client.servermetrics import LevelServerStats, MetricsScraper, counter_total, gauge
 from console.client.stream import EndpointKind, GenParams, LengthMode, auth_headers, build_body, endpoint_path
 from console.client.stream import stream_request as _stream_request
 from console.client.timing import RequestRecord
 from console.client.workloads import Prompt
 from console.profiles import EngineProfile
+from console.target import EngineTarget
 
 ProgressFn = Callable[[dict[str, Any]], None]
 PROGRESS_HZ = 10.0
@@ -37,16 +39,25 @@ STOP_ERROR_RATE = 0.05
 STOP_MIN_REQUESTS = 20
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Target:
-    """One engine as the load generator sees it."""
+    """One engine as the load generator sees it: the engine, the model it is asked for, the endpoint."""
 
-    name: str
-    profile: EngineProfile
-    url: str
+    engine: EngineTarget
     model: str
-    api_key: str | None = None
     kind: EndpointKind = "completions"
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    @property
+    def profile(self) -> EngineProfile:
+        return self.engine.profile
+
+    @property
+    def url(self) -> str:
+        return self.engine.url
 
     @property
     def path(self) -> str:
@@ -185,7 +196,8 @@ async def run_level(
     ``encoded``: the bodies from ``encode_bodies`` if the caller prepared them already."""
     bodies, lmode = encoded if encoded is not None else encode_bodies(target, prompts, params)
     client = HTTPClient(target.url)
-    headers = auth_headers(target.api_key)
+    api_key = target.engine.api_key  # read once, before the level starts
+    headers = auth_headers(api_key)
     path = target.path
     warm = spec.warmup_count
     records: list[RequestRecord] = []
@@ -197,7 +209,7 @@ async def run_level(
     last_progress = 0
     tokens_events = 0
 
-    scraper = MetricsScraper(target.profile, target.url, target.api_key) if scrape_metrics else None
+    scraper = MetricsScraper(target.profile, target.url, api_key) if scrape_metrics else None
     server = LevelServerStats()
     before = await scraper.scrape() if scraper else None
     if scraper and before is None:

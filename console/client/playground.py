@@ -1,4 +1,4 @@
-"""UI-free logic of the prompt playground: engines, conversation, one streamed turn, copy formats.
+"""UI-free logic of the prompt playground: served models, conversation, one streamed turn, copy formats.
 
 The screen (``console.ui.screens.playground``) only renders what this module produces; everything
 here is testable without a terminal.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,19 +19,7 @@ import orjson
 from console.client.http import Cancellable, HTTPClient, HTTPError
 from console.client.stream import GenParams, auth_headers, build_body, endpoint_path, list_models, stream_request
 from console.client.timing import RequestMetrics, RequestRecord, compute
-from console.profiles import EngineProfile
-
-
-@dataclass(frozen=True, slots=True)
-class PlaygroundEngine:
-    name: str
-    profile: EngineProfile
-    url: str
-    api_key_env: str | None = None
-
-    @property
-    def api_key(self) -> str | None:
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+from console.target import EngineTarget
 
 
 def parse_params(text: str) -> GenParams:
@@ -118,7 +105,7 @@ class ModelCache:
     def __init__(self) -> None:
         self._models: dict[str, list[str]] = {}
 
-    async def models(self, engine: PlaygroundEngine) -> list[str]:
+    async def models(self, engine: EngineTarget) -> list[str]:
         if engine.name not in self._models:
             client = HTTPClient(engine.url)
             try:
@@ -135,7 +122,7 @@ TokenFn = Callable[[RequestRecord, str, str, int], None]
 
 
 async def send_turn(
-    engine: PlaygroundEngine,
+    engine: EngineTarget,
     model: str,
     messages: Sequence[Mapping[str, Any]],
     params: GenParams,
@@ -214,7 +201,6 @@ __all__ = [
     "Conversation",
     "HTTPError",
     "ModelCache",
-    "PlaygroundEngine",
     "Turn",
     "as_curl",
     "as_json",

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from console.target import api_key_from_env
 
 # (key in summary, row label, format, lower is better?)
 ROWS: tuple[tuple[str, str, str, bool | None], ...] = (
@@ -87,11 +88,13 @@ def _label(doc: dict[str, Any], name: str) -> str:
     return name
 
 
-def _labels(doc: dict[str, Any]) -> list[str]:
+def column_labels(doc: dict[str, Any]) -> list[str]:
+    """The engines' column titles, in the summary's order."""
     return [_label(doc, n) for n in doc["summary"]["engines"]]
 
 
-def _notes(doc: dict[str, Any], level: dict[str, Any]) -> list[str]:
+def level_notes(doc: dict[str, Any], level: dict[str, Any]) -> list[str]:
+    """What to know before reading a level's figures: length mode, client-bound, bundling, n/a..."""
     notes = []
     for name, f in level["flags"].items():
         bits = [f"length: {f['length_mode']}"]
@@ -130,7 +133,7 @@ def render_text(doc: dict[str, Any]) -> str:
         title = f"{level['label']}  ·  {_workload_line(doc)}"
         t = Table(title=title, title_justify="left", show_lines=False)
         t.add_column("metric")
-        labels = _labels(doc)
+        labels = column_labels(doc)
         for lab in labels:
             t.add_column(lab, justify="right")
         if len(names) >= 2:
@@ -138,7 +141,7 @@ def render_text(doc: dict[str, Any]) -> str:
         for row in table_rows(level, names):
             t.add_row(*row)
         console.print(t)
-        for note in _notes(doc, level):
+        for note in level_notes(doc, level):
             console.print(f"  {note}")
         console.print()
     check = doc.get("prompt_token_check", {})
@@ -169,7 +172,7 @@ def _workload_line(doc: dict[str, Any]) -> str:
 
 def to_markdown(doc: dict[str, Any]) -> str:
     names = doc["summary"]["engines"]
-    labels = _labels(doc)
+    labels = column_labels(doc)
     out = [f"# Benchmark: {' vs '.join(labels)}", ""]
     if doc.get("interrupted"):
         out += [f"**Interrupted**: {_interrupted_note(doc)}", ""]
@@ -186,7 +189,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
         for row in table_rows(level, names):
             out.append("| " + " | ".join(row) + " |")
         out.append("")
-        out.extend(f"- {n}" for n in _notes(doc, level))
+        out.extend(f"- {n}" for n in level_notes(doc, level))
         out.append("")
     out.append("Definitions: TTFT = first token-bearing event - send; TPOT = (t_last - t_first)/(N-1); "
                "ITL/token = each chunk gap split over the tokens it carried; throughput (steady) counts tokens "
@@ -218,8 +221,8 @@ def scrubbed(doc: dict[str, Any]) -> dict[str, Any]:
     secret rule recognises, e.g. in an engine's error message) replaced by ``****``."""
     from console.secrets import Scrubber
 
-    keys = [os.environ.get(e.get("api_key_env") or "", "") for e in doc.get("engines", [])]
-    out: dict[str, Any] = Scrubber(keys).data(doc)
+    keys = (api_key_from_env(e.get("api_key_env")) for e in doc.get("engines", []))
+    out: dict[str, Any] = Scrubber(k for k in keys if k).data(doc)
     return out
 
 

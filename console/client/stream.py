@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from time import perf_counter_ns as _perf_ns  # the clock of every request timestamp (http.py's too)
 from typing import Any, Literal
 
 import orjson
 
-from console.client.http import Cancellable, HTTPClient, HTTPError, StreamCancelled, _perf_ns
+from console.client.http import Cancellable, HTTPClient, HTTPError, StreamCancelled
 from console.client.sse import DONE, SSEEvent, SSEParser
 from console.client.timing import RequestRecord
 from console.profiles import ApiSpec

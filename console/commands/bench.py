@@ -81,7 +81,7 @@ def _ints(text: str, what: str) -> list[int]:
 
 def build_config(args: argparse.Namespace) -> Any:
     from console.client.aggregate import parse_slo
-    from console.client.bench import BenchConfig, EngineTarget
+    from console.client.bench import BenchConfig
     from console.client.loadgen import LevelSpec
     from console.client.stream import GenParams
     from console.client.workloads import WorkloadSpec
@@ -96,9 +96,7 @@ def build_config(args: argparse.Namespace) -> Any:
         raise UserError(f"--slo: {exc}") from None
     cfg = load_config(args.config)
     instances = resolve_engines(cfg, args.engine, api_key_env=args.api_key_env)
-    engines = tuple(
-        EngineTarget(i.name, i.profile, i.url, i.config.api_key_env, args.model, i.gpus) for i in instances
-    )
+    engines = tuple(i.target for i in instances)
     levels: list[LevelSpec] = []
     if args.rate:
         cap = _ints(args.concurrency, "--concurrency")[0] if args.concurrency else 0
@@ -161,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         models = swap_models(args)
     else:
         try:
-            models = asyncio.run(check_ready(cfg.engines))
+            models = asyncio.run(check_ready(cfg.engines, model=args.model))
         except HTTPError as exc:
             raise UserError(str(exc), exit_code=EXIT_UNREACHABLE) from None
     last = [0.0]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from console.client.aggregate import is_good, parse_slo
-from console.client.bench import BenchConfig, EngineTarget, prompt_token_check, short_labels
+from console.client.bench import BenchConfig, prompt_token_check, short_labels
 from console.client.loadgen import LevelRaw, LevelSpec, SelfCheck
 from console.client.servermetrics import LevelServerStats
 from console.client.timing import RequestRecord, compute
 from console.client.workloads import WorkloadSpec, generate
 from console.profiles import get_profile
+from console.target import EngineTarget
 
 
 def _raw(prompt_tokens: list[int]) -> LevelRaw:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.screen import Screen
 
 from console.model import FleetSnapshot
+from console.target import EngineTarget
 from console.ui import format as fmt
 from console.ui.widgets.line import Line
 
@@ -91,18 +92,12 @@ class DeckScreen(Screen[None]):
         self.refresh_top()
 
 
-def console_engines(app: Any) -> list[tuple[str, Any, str, str | None, tuple[int, ...]]]:
-    """(name, profile, url, api_key_env, gpus) of the engines this console knows: its configured
-    instances, else the engines the fleet snapshot shows (with their profiles)."""
-    out: list[tuple[str, Any, str, str | None, tuple[int, ...]]] = []
-    for name, inst in (getattr(app, "instances", {}) or {}).items():
-        out.append((name, inst.profile, inst.url, inst.config.api_key_env, inst.gpus))
-    if out:
-        return out
-    fleet = getattr(app, "fleet", None)
-    profiles = getattr(app, "profiles", {}) or {}
-    if fleet is not None:
-        for e in fleet.engines:
-            if e.profile in profiles:
-                out.append((e.name, profiles[e.profile], e.url, None, ()))
-    return out
+def console_engines(app: DeckApp) -> list[EngineTarget]:
+    """The engines this console knows: its configured instances, else the engines the fleet
+    snapshot shows (with their profiles; no API key then)."""
+    if app.instances:
+        return [inst.target for inst in app.instances.values()]
+    if app.fleet is None:
+        return []
+    profiles = app.profiles
+    return [EngineTarget(e.name, profiles[e.profile], e.url) for e in app.fleet.engines if e.profile in profiles]

@@ -23,13 +23,6 @@ from console.ui.screens.base import DeckScreen, TopBar, console_engines
 from console.ui.widgets.footer import DeckFooter
 
 
-def bench_engines(app: Any) -> list[Any]:
-    from console.client.bench import EngineTarget
-
-    return [EngineTarget(name, prof, url, key_env, None, gpus)
-            for name, prof, url, key_env, gpus in console_engines(app)]
-
-
 class BenchScreen(DeckScreen):
     deck_name = "bench"
     deck_title = "Bench"
@@ -51,7 +44,7 @@ class BenchScreen(DeckScreen):
         self._stop = threading.Event()
         self._bench_running = False
         self._progress: list[str] = []
-        names = [e.name for e in bench_engines(app)][:2]
+        names = [e.name for e in console_engines(app)][:2]
         self._default_engines = ",".join(names)
 
     def compose(self) -> ComposeResult:
@@ -86,7 +79,7 @@ class BenchScreen(DeckScreen):
         def val(id_: str) -> str:
             return self.query_one(f"#{id_}", Input).value.strip()
 
-        known = {e.name: e for e in bench_engines(self.deck)}
+        known = {e.name: e for e in console_engines(self.deck)}
         names = [n.strip() for n in val("bench-engines").split(",") if n.strip()]
         missing = [n for n in names if n not in known]
         if not names or missing:
@@ -175,11 +168,11 @@ class BenchScreen(DeckScreen):
         self.query_one("#bench-progress", Static).update(Text(f"benchmark failed: {msg}", style="bold red"))
 
     def _on_done(self, doc: dict[str, Any]) -> None:
-        from console.client.report import _labels, _notes, table_rows
+        from console.client.report import column_labels, level_notes, table_rows
 
         self.doc = doc
         names = doc["summary"]["engines"]
-        labels = _labels(doc)
+        labels = column_labels(doc)
         t = self.query_one("#bench-table", DataTable)
         t.clear(columns=True)
         t.add_column("level")
@@ -192,7 +185,7 @@ class BenchScreen(DeckScreen):
         for level in doc["summary"]["levels"]:
             for row in table_rows(level, names):
                 t.add_row(level["label"], *row)
-            notes.extend(f"{level['label']}: {n}" for n in _notes(doc, level))
+            notes.extend(f"{level['label']}: {n}" for n in level_notes(doc, level))
         self.query_one("#bench-notes", Static).update("\n".join(notes[-6:]))
         self._progress.append("done")
         self.query_one("#bench-progress", Static).update("\n".join(self._progress[-8:]))

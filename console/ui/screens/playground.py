@@ -30,7 +30,6 @@ from console.client.http import Cancellable
 from console.client.playground import (
     Conversation,
     ModelCache,
-    PlaygroundEngine,
     Turn,
     as_curl,
     as_json,
@@ -42,6 +41,7 @@ from console.client.playground import (
 )
 from console.client.timing import RequestRecord
 from console.model import FleetSnapshot
+from console.target import EngineTarget
 from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar, console_engines
@@ -49,11 +49,6 @@ from console.ui.widgets.chart import spark
 from console.ui.widgets.footer import DeckFooter
 
 REFRESH_S = 0.1  # reply/markdown redraw at most 10 times a second
-
-
-def playground_engines(app: Any) -> list[PlaygroundEngine]:
-    """Configured instances, else the engines the fleet shows (with their profiles)."""
-    return [PlaygroundEngine(name, prof, url, key_env) for name, prof, url, key_env, _ in console_engines(app)]
 
 
 class _Pane(Vertical):
@@ -135,7 +130,7 @@ class PlaygroundScreen(DeckScreen):
 
     def __init__(self, app: Any, target: str | None) -> None:
         super().__init__()
-        self.engines = playground_engines(app)
+        self.engines = console_engines(app)
         self.active = 0
         if target is not None:
             self.active = next((i for i, e in enumerate(self.engines) if e.name == target), 0)
@@ -185,11 +180,11 @@ class PlaygroundScreen(DeckScreen):
         return f"Playground · {self.current.name}" if self.engines else "Playground"
 
     @property
-    def current(self) -> PlaygroundEngine:
+    def current(self) -> EngineTarget:
         return self.engines[self.active % len(self.engines)]
 
     @property
-    def other(self) -> PlaygroundEngine:
+    def other(self) -> EngineTarget:
         return self.engines[(self.active + 1) % len(self.engines)]
 
     def _draw_engine_line(self) -> None:
@@ -344,7 +339,7 @@ class PlaygroundScreen(DeckScreen):
 
     def show_fleet(self, fleet: FleetSnapshot) -> None:
         if not self.engines:
-            self.engines = playground_engines(self.deck)
+            self.engines = console_engines(self.deck)
             if self.engines:
                 self._draw_engine_line()
 
