@@ -13,18 +13,9 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from console.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def sim_available() -> bool:
-    return (ROOT / "console" / "sim" / "server.py").exists() and (ROOT / "console" / "commands" / "sim.py").exists()
-
-
-needs_sim = pytest.mark.skipif(not sim_available(), reason="console/sim not present")
 
 
 class SimProc:

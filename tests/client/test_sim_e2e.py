@@ -16,9 +16,8 @@ from console.client.timing import RequestRecord, compute
 from console.client.workloads import WorkloadSpec, generate
 from console.profiles import get_profile
 
-from .simproc import free_port, needs_sim, sims
+from .simproc import free_port, sims
 
-pytestmark = needs_sim
 SPEED = "4"
 
 

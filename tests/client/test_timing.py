@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from console.client.timing import Dist, RequestRecord, compute, itl_samples, percentile
@@ -82,7 +83,6 @@ def test_non_streamed_fallback() -> None:
 
 
 def test_percentile_matches_numpy_linear() -> None:
-    np = pytest.importorskip("numpy")
     vals = sorted([3.0, 1.0, 4.0, 1.5, 9.0, 2.6, 5.3])
     for q in (0, 10, 50, 90, 99, 100):
         assert percentile(vals, q) == pytest.approx(float(np.percentile(vals, q)))

@@ -12,9 +12,7 @@ from console.client.timing import RequestRecord
 from console.config import parse_engine_ref
 from console.profiles import load_profiles
 
-from .simproc import needs_sim, sims
-
-pytestmark = needs_sim
+from .simproc import sims
 
 
 def test_curl_shows_the_key_variable_never_its_value(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,8 +24,6 @@ from console.telemetry.hub import Hub
 from console.ui.app import DeckApp, UiOptions
 from console.ui.widgets.line import Line
 
-pytest.importorskip("console.sim.server")
-
 REFRESH = 1.0
 SLACK = 1.5  # scheduling slack on a shared 2-core CI machine
 
