@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from console.config import parse_engine_ref
 from console.model import FleetSnapshot, Phase
-from console.sim.fleet import free_port
+from console.ports import free_port
 from console.telemetry.hub import Hub
 
 DEADLINE = 20.0  # seconds a step may take on a slow, shared host before the test gives up

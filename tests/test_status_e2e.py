@@ -26,7 +26,8 @@ import pytest
 
 from console.config import parse_engine_ref
 from console.model import FleetSnapshot, Phase, Quantiles
-from console.sim.fleet import Fleet, free_port, start_fleet
+from console.ports import free_port
+from console.sim.fleet import Fleet, start_fleet
 from console.telemetry.hub import Hub
 
 pytestmark = pytest.mark.slow
