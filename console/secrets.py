@@ -13,7 +13,8 @@ TOKEN, SECRET, PASSWORD, PASSWD, API_KEY, SECRET_KEY, ACCESS_KEY or PRIVATE_KEY 
 ``--api-key``, ``AWS_SECRET_ACCESS_KEY``); the end anchor keeps ``--max-num-batched-tokens``,
 ``--return-tokens-as-token-ids`` and ``TOKENIZERS_PARALLELISM`` out.
 
-This module imports nothing from the rest of the package (config, lifecycle and the UI all use it).
+This module imports from the rest of the package only ``console.target`` (the reader of API keys,
+which imports nothing): config, lifecycle and the UI all use it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from console.target import api_key_from_env
 
 if TYPE_CHECKING:
     from console.config import EngineInstance
@@ -208,8 +211,9 @@ def instance_secrets(inst: EngineInstance, environ: Mapping[str, str] | None = N
     env = os.environ if environ is None else environ
     cfg = inst.config
     out: list[str] = []
-    if cfg.api_key_env and env.get(cfg.api_key_env):
-        out.append(env[cfg.api_key_env])
+    key = api_key_from_env(cfg.api_key_env, env)
+    if key:
+        out.append(key)
     passthrough = cfg.env_passthrough if cfg.env_passthrough is not None else inst.profile.container.env_passthrough
     out.extend(env[n] for n in passthrough if looks_secret(n) and env.get(n))
     out.extend(secret_values_in_args(cfg.extra_args))

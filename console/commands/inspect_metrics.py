@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import sys
 from typing import Any
@@ -126,17 +125,19 @@ def _read_stdin() -> bytes:
 
 def _api_key(profile: Any, env_name: str | None) -> str | None:
     from console.errors import UserError
+    from console.target import api_key_from_env
 
     if env_name:
-        key = os.environ.get(env_name)
+        key = api_key_from_env(env_name)
         if not key:
             raise UserError(f"--api-key-env {env_name}: that environment variable is not set")
         return key
     # Without the flag, use the engine's own key variable when the metrics path needs a key.
     if profile.metrics.requires_api_key:
         for name in (profile.container.api_key_env, profile.process.api_key_env):
-            if name and os.environ.get(name):
-                return os.environ[name]
+            key = api_key_from_env(name)
+            if key:
+                return key
     return None
 
 

@@ -173,9 +173,8 @@ def _model_of(url: str, api_key: str | None, stop: threading.Event) -> str | Non
 
 def _run_load(args: argparse.Namespace) -> int:
     """Synthetic load only, against engines that run elsewhere (the demo's managed simulators)."""
-    import os
-
     from console.sim.load import LoadTarget, LoadThread
+    from console.target import api_key_from_env
 
     stop = threading.Event()
 
@@ -184,7 +183,7 @@ def _run_load(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    api_key = os.environ.get(args.load_api_key_env) if args.load_api_key_env else None
+    api_key = api_key_from_env(args.load_api_key_env)
     targets: list[LoadTarget] = []
     for ref in args.load:
         profile, sep, url = ref.partition("@")

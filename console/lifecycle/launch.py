@@ -23,6 +23,7 @@ from typing import Literal
 from console.config import EngineInstance
 from console.errors import UserError
 from console.secrets import MASK, instance_secrets, looks_secret, mask_args, mask_env
+from console.target import api_key_from_env
 
 LABEL_MANAGED = "enginedeck.managed"
 LABEL_INSTANCE = "enginedeck.instance"
@@ -157,10 +158,8 @@ def _hash(data: object) -> str:
 
 def _api_key(inst: EngineInstance) -> str | None:
     env_name = inst.config.api_key_env
-    if not env_name:
-        return None
-    value = os.environ.get(env_name)
-    if not value:
+    value = api_key_from_env(env_name)
+    if env_name and value is None:
         raise UserError(f"{inst.name}: api_key_env names {env_name}, which is not set in this environment")
     return value
 
