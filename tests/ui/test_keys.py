@@ -38,36 +38,53 @@ def _quit_calls(app: DeckApp) -> list[object]:
     return calls
 
 
-async def _focus_states(app: DeckApp, pilot: Pilot[Any]) -> list[tuple[str, int]]:
-    """Every widget the user can focus on this screen, as (tab of the engine screen, place in the
-    focus chain); -1 is the overview's filter box (shown by /)."""
+def _ident(chain: list[Widget], w: Widget) -> str:
+    """A widget's name that survives reopening the screen: type, id, and which of its kind it is."""
+    same = [x for x in chain if type(x) is type(w) and x.id == w.id]
+    return f"{type(w).__name__}#{w.id}/{same.index(w)}"
+
+
+async def _focus_states(app: DeckApp, pilot: Pilot[Any]) -> list[tuple[str, str]]:
+    """Every widget the user can focus on this screen, as (tab of the engine screen, widget name);
+    "filter" is the overview's filter box (shown by /)."""
     screen = app.screen
-    out: list[tuple[str, int]] = []
+    out: list[tuple[str, str]] = []
     tabs = screen.query(TabbedContent)
     for tab in list(tabs.first().query("TabPane")) if tabs else [None]:
         if tab is not None:
+            screen.set_focus(None)  # as the tab keys do: a focused widget keeps its pane shown
             tabs.first().active = str(tab.id)
-            await pilot.pause()
-        out.extend((str(tab.id) if tab else "", i) for i in range(len(screen.focus_chain)))
+            await _settle(pilot)
+        chain = screen.focus_chain
+        out.extend((str(tab.id) if tab else "", _ident(chain, w)) for w in chain)
     if isinstance(screen, OverviewScreen):
-        out.append(("", -1))
+        out.append(("", "filter"))
     return out
 
 
-async def _focus(app: DeckApp, pilot: Pilot[Any], tab: str, index: int) -> Widget:
+async def _settle(pilot: Pilot[Any]) -> None:
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def _focus(app: DeckApp, pilot: Pilot[Any], tab: str, ident: str) -> Widget:
     tabs = app.screen.query(TabbedContent)
     if tab:
+        app.screen.set_focus(None)
         tabs.first().active = tab
-        await pilot.pause()
-    if index < 0:
+        await _settle(pilot)
+    if ident == "filter":
         await pilot.press("slash")
         await pilot.pause()
         widget: Widget = app.screen.query_one("#filter", Input)
     else:
-        widget = app.screen.focus_chain[index]
+        chain = app.screen.focus_chain
+        found = [w for w in chain if _ident(chain, w) == ident]
+        assert found, (tab, ident, chain)
+        widget = found[0]
     widget.focus()
     await pilot.pause()
-    assert app.focused is widget, (tab, index, widget)
+    assert app.focused is widget, (tab, ident, widget)
     return widget
 
 
@@ -93,10 +110,10 @@ async def test_quit_help_back_and_screen_keys_from_every_focus_state(make_app: A
         states = await _focus_states(app, pilot)
         assert states, f"nothing focusable on {name}"
         boxes = 0
-        for tab, index in states:
+        for tab, ident in states:
             if name != app.screen_name:
                 await _open(app, pilot, name)
-            widget = await _focus(app, pilot, tab, index)
+            widget = await _focus(app, pilot, tab, ident)
             label = f"{tab}:{widget!r}"
             typing = isinstance(widget, Input)
             boxes += typing
@@ -173,7 +190,7 @@ FOOTER_80 = {
     "engine": ["[ ]", "/", "q", "?", "e"],
     "gpus": ["q", "?", "e"],
     "playground": ["i", "n", "v", "c", "r", "x", "q", "?"],
-    "bench": ["i", "r", "x", "q", "?", "e"],
+    "bench": ["i", "r", "x", "s", "q", "?", "e"],
 }
 
 

@@ -49,4 +49,9 @@ def register_screen(spec: ScreenSpec) -> None:
 def screen_specs() -> dict[str, ScreenSpec]:
     for mod in SCREEN_MODULES:
         importlib.import_module(f"console.ui.screens.{mod}")
-    return dict(_SCREENS)
+    # In navigation order, whatever order the modules were first imported in.
+    return {name: _SCREENS[name] for name in sorted(_SCREENS, key=_nav_order)}
+
+
+def _nav_order(name: str) -> int:
+    return SCREEN_MODULES.index(name) if name in SCREEN_MODULES else len(SCREEN_MODULES)

@@ -8,19 +8,31 @@ second and are handed to the UI thread with ``call_from_thread``.
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual.containers import Grid
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar, console_engines
 from console.ui.widgets.footer import DeckFooter
+
+# (label, default, placeholder, id): the form, in reading order (two rows of three).
+FORM: tuple[tuple[str, str, str, str], ...] = (
+    ("engines", "", "A,B", "bench-engines"),
+    ("concurrency", "1,8", "1,8", "bench-conc"),
+    ("prompts/level", "32", "32", "bench-n"),
+    ("input tokens", "128", "128", "bench-in"),
+    ("output tokens", "64", "64", "bench-out"),
+    ("workload", "random", "random|shared-prefix", "bench-workload"),
+)
 
 
 class BenchScreen(DeckScreen):
@@ -29,13 +41,15 @@ class BenchScreen(DeckScreen):
     # Never open (or come back) with the focus in a text box: its letters would be the box's.
     AUTO_FOCUS = "#bench-table"
 
+    # A labelled form of one-line fields (two rows), then progress, the results, notes. At 80x24
+    # layouts/compact.tcss caps progress and notes so the results get the rows.
     DEFAULT_CSS = """
-    BenchScreen #bench-form { height: 3; }
-    BenchScreen #bench-form Input { width: 1fr; }
-    BenchScreen #bench-engines { width: 3fr; }
-    BenchScreen #bench-progress { height: auto; max-height: 8; }
+    BenchScreen #bench-form { height: 2; grid-size: 6 2; grid-columns: auto 2fr auto 1fr auto 1fr; }
+    BenchScreen #bench-form Label { width: 100%; padding: 0 1; text-align: right; color: $text-muted; }
+    BenchScreen #bench-form Input { height: 1; border: none; padding: 0 1; background: $boost; }
+    BenchScreen #bench-progress { height: auto; max-height: 8; padding: 0 1; }
     BenchScreen #bench-table { height: 1fr; }
-    BenchScreen #bench-notes { height: auto; max-height: 6; }
+    BenchScreen #bench-notes { height: auto; max-height: 6; padding: 0 1; }
     """
 
     def __init__(self, app: Any) -> None:
@@ -44,19 +58,17 @@ class BenchScreen(DeckScreen):
         self._stop = threading.Event()
         self._bench_running = False
         self._progress: list[str] = []
+        self._notes: dict[str, list[str]] = {}  # level label -> its notes
         names = [e.name for e in console_engines(app)][:2]
         self._default_engines = ",".join(names)
 
     def compose(self) -> ComposeResult:
         yield TopBar()
-        with Horizontal(id="bench-form"):
-            yield Input(value=self._default_engines, placeholder="engines A,B", id="bench-engines")
-            yield Input(value="1,8", placeholder="concurrency", id="bench-conc")
-            yield Input(value="32", placeholder="prompts/level", id="bench-n")
-            yield Input(value="128", placeholder="input len", id="bench-in")
-            yield Input(value="64", placeholder="output len", id="bench-out")
-            yield Input(value="random", placeholder="random | shared-prefix", id="bench-workload")
-        yield Static("r (or F9) runs the benchmark (each engine, every level, ABBA); x (F10) stops it.",
+        with Grid(id="bench-form"):
+            for label, value, hint, wid in FORM:
+                yield Label(label)
+                yield Input(value=self._default_engines if wid == "bench-engines" else value, placeholder=hint, id=wid)
+        yield Static("r (or F9) runs each engine at every level (ABBA), x (F10) stops, s saves the results",
                      id="bench-progress")
         t: DataTable[str] = DataTable(id="bench-table", cursor_type="row")
         yield t
@@ -168,31 +180,86 @@ class BenchScreen(DeckScreen):
         self.query_one("#bench-progress", Static).update(Text(f"benchmark failed: {msg}", style="bold red"))
 
     def _on_done(self, doc: dict[str, Any]) -> None:
-        from console.client.report import column_labels, level_notes, table_rows
+        from console.client.report import ROWS, column_labels, level_notes, table_rows
 
         self.doc = doc
         names = doc["summary"]["engines"]
         labels = column_labels(doc)
+        key_of = {label: key for key, label, _, _ in ROWS}
         t = self.query_one("#bench-table", DataTable)
         t.clear(columns=True)
-        t.add_column("level")
-        t.add_column("metric")
+        t.add_column("level", key="level")
+        t.add_column("metric", key="metric")
         for lab in labels:
-            t.add_column(lab)
+            t.add_column(Text(lab, justify="right"))
         if len(names) >= 2:
-            t.add_column(f"{labels[1]}/{labels[0]}")
-        notes: list[str] = []
+            t.add_column(Text(f"{labels[1]}/{labels[0]}", justify="right"))
+        self._notes = {}
         for level in doc["summary"]["levels"]:
-            for row in table_rows(level, names):
-                t.add_row(level["label"], *row)
-            notes.extend(f"{level['label']}: {n}" for n in level_notes(doc, level))
-        self.query_one("#bench-notes", Static).update("\n".join(notes[-6:]))
-        self._progress.append("done")
+            for i, (label, *cells) in enumerate(table_rows(level, names)):
+                # The level once, where it starts: the table reads as one block per level.
+                t.add_row(Text(level["label"] if i == 0 else "", style="bold"), label,
+                          *(Text(c, justify="right") for c in cells),
+                          key=f"{level['label']}|{key_of.get(label, label)}")  # fmt: skip
+            self._notes[level["label"]] = [f"{level['label']}: {n}" for n in level_notes(doc, level)]
+        self._show_notes()
+        t.focus()
+        self._progress.append("done · s saves JSON and Markdown · e explains the row")
         self.query_one("#bench-progress", Static).update("\n".join(self._progress[-8:]))
+
+    def _show_notes(self) -> None:
+        """The notes (client-bound, length mode, engine metrics n/a...) of the level under the cursor."""
+        t = self.query_one("#bench-table", DataTable)
+        level = ""
+        if t.row_count:
+            level = str(t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value or "").split("|", 1)[0]
+        self.query_one("#bench-notes", Static).update("\n".join(self._notes.get(level, [])))
+
+    @on(DataTable.RowHighlighted, "#bench-table")
+    def _row(self) -> None:
+        self._show_notes()
+
+    def save(self) -> None:
+        """Write the results as JSON and Markdown (secrets scrubbed, as `enginedeck bench` does) and say where."""
+        if self.doc is None:
+            self.notify("nothing to save yet: run a benchmark first (r)", severity="warning")
+            return
+        from console.client.report import write_outputs
+
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        errors: list[str] = []
+        for folder in save_folders():
+            base = folder / f"enginedeck-bench-{stamp}"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                write_outputs(self.doc, json_path=f"{base}.json", csv_path=None, md_path=f"{base}.md")
+            except OSError as exc:
+                errors.append(f"{folder}: {exc.strerror or exc}")
+                continue
+            msg = f"saved {base}.json and {base}.md"
+            self._progress.append(msg)
+            self.query_one("#bench-progress", Static).update("\n".join(self._progress[-8:]))
+            self.notify(msg, timeout=15)
+            return
+        self.notify("could not save the results: " + "; ".join(errors), severity="error", timeout=15)
+
+    def explain_target(self) -> tuple[str, str | None]:
+        t = self.query_one("#bench-table", DataTable)
+        if self.doc is None or t.row_count == 0:
+            return ("bench:", None)
+        key = t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value or ""
+        return ("bench:" + str(key).split("|", 1)[-1], None)
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         self.start()
+
+
+def save_folders() -> list[Path]:
+    """Where `s` saves: the folder the console was started in, else enginedeck's state folder."""
+    from console.paths import state_dir
+
+    return [Path.cwd(), state_dir() / "bench"]
 
 
 def _on_bench(method: str) -> Any:
@@ -217,6 +284,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("bench_run", "r,f9", "Bench: run", "Bench", _on_bench("start"), screens=("bench",), short="run"),
     Action("bench_stop", "x,f10", "Bench: stop the run", "Bench", _on_bench("stop"), screens=("bench",),
            short="stop"),
+    Action("bench_save", "s", "Bench: save the results (JSON and Markdown; says where)", "Bench", _on_bench("save"),
+           screens=("bench",), short="save"),
 )
 
 register_screen(ScreenSpec("bench", "Bench", _screen, ACTIONS))

@@ -16,7 +16,7 @@ from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
-from console.ui.screens.overview import GPU_COLUMNS, gpu_cells, gpu_title, short_name
+from console.ui.screens.overview import GPU_COLUMNS, gpu_cells, gpu_columns_for, gpu_title, short_name
 from console.ui.widgets.chart import Chart
 from console.ui.widgets.footer import DeckFooter
 
@@ -38,6 +38,8 @@ class GpuScreen(DeckScreen):
         self._order: list[str] = []
         self._cells: dict[str, list[tuple[str, str]]] = {}
         self._proc_sig: list[list[str]] = []
+        self._cols: list[int] = []  # GPU_COLUMNS shown (by index)
+        self._proc_cols: list[tuple[str, str, int]] = []
 
     def compose(self) -> ComposeResult:
         yield TopBar()
@@ -55,14 +57,33 @@ class GpuScreen(DeckScreen):
         yield DeckFooter()
 
     def on_mount(self) -> None:
+        self._fit_columns()
+        self.query_one("#gpu-list", DataTable).focus()
+
+    def on_resize(self) -> None:
+        if self._fit_columns() and self.deck.fleet is not None:
+            self.show_fleet(self.deck.fleet)
+
+    def _fit_columns(self) -> bool:
+        """Only the columns that fit the width (narrow terminals drop columns; nothing scrolls
+        sideways or wraps). True when they changed."""
+        width = (self.size.width or self.app.size.width) - 2  # the vertical scrollbar
+        cols = gpu_columns_for(width)
+        procs = proc_columns(width)
+        if cols == self._cols and procs == self._proc_cols:
+            return False
+        self._cols, self._proc_cols = cols, procs
         t = self.query_one("#gpu-list", DataTable)
-        for key, label, width, _ in GPU_COLUMNS:
-            t.add_column(label, key=key, width=width)
+        t.clear(columns=True)
+        for i in cols:
+            key, label, w, _ = GPU_COLUMNS[i]
+            t.add_column(label, key=key, width=w)
         p = self.query_one("#procs", DataTable)
-        for key, label, width in (("pid", "PID", 8), ("name", "process", 24), ("used", "HBM", 10),
-                                  ("container", "container", 16), ("engine", "engine", 18)):
-            p.add_column(label, key=key, width=width)
-        t.focus()
+        p.clear(columns=True)
+        for key, label, w in procs:
+            p.add_column(label, key=key, width=w)
+        self._order, self._proc_sig = [], []  # refill
+        return True
 
     def _current(self, fleet: FleetSnapshot) -> GpuSnapshot | None:
         if not fleet.gpus.gpus:
@@ -79,7 +100,8 @@ class GpuScreen(DeckScreen):
         self.query_one("#gpu-title", Static).update(gpu_title(fleet.gpus, now))
         table: DataTable[Text] = self.query_one("#gpu-list", DataTable)
         engine_of = {i: e.name for e in fleet.engines for i in e.gpus}
-        rows = {str(g.index): gpu_cells(g, engine_of) for g in fleet.gpus.gpus}
+        rows = {str(g.index): [c for i, c in enumerate(gpu_cells(g, engine_of)) if i in self._cols]
+                for g in fleet.gpus.gpus}  # fmt: skip
         order = list(rows)
         if order != self._order:
             table.clear()
@@ -95,7 +117,7 @@ class GpuScreen(DeckScreen):
                     sig = (c.plain, c.markup)
                     if self._cells[k][i] != sig:
                         self._cells[k][i] = sig
-                        table.update_cell(k, GPU_COLUMNS[i][0], c)
+                        table.update_cell(k, GPU_COLUMNS[self._cols[i]][0], c)
         self._show_selected(fleet)
 
     def _show_selected(self, fleet: FleetSnapshot) -> None:
@@ -125,17 +147,20 @@ class GpuScreen(DeckScreen):
                 c.set_values(src.history.values((f"gpu:{g.index}", key), last=Chart.POINTS))
         pids = {p: e.name for e in fleet.engines for p in e.pids}
         rows: list[list[Text]] = []
+        shown = [key for key, _, _ in self._proc_cols]
         for p in g.processes:
             engine = p.engine or pids.get(p.pid)
-            rows.append([
-                Text(str(p.pid)),
-                Text(p.name or "?"),
-                Text(f"{p.used_bytes / fmt.GIB:.1f} GiB") if p.used_bytes is not None else fmt.na(),
-                Text(p.container or "-", style="dim" if not p.container else ""),
-                Text(short_name(engine)) if engine else Text("unattributed", style=fmt.WARN),
-            ])
+            cells = {
+                "pid": Text(str(p.pid)),
+                "name": Text(p.name or "?"),
+                "used": Text(f"{p.used_bytes / fmt.GIB:.1f} GiB") if p.used_bytes is not None else fmt.na(),
+                "container": Text(p.container or "-", style="dim" if not p.container else ""),
+                "engine": Text(short_name(engine)) if engine else Text("unattributed", style=fmt.WARN),
+            }
+            rows.append([cells[k] for k in shown])
         if not g.processes:
-            rows.append([Text("-"), Text("no compute processes reported", style="dim"), Text(""), Text(""), Text("")])
+            rows.append([Text("no compute processes reported", style="dim") if k == "name" else Text("-" if k == "pid"
+                         else "") for k in shown])  # fmt: skip
         sig = [[c.markup for c in r] for r in rows]
         if sig != self._proc_sig:
             self._proc_sig = sig
@@ -158,8 +183,26 @@ class GpuScreen(DeckScreen):
 
     def explain_target(self) -> tuple[str, str | None]:
         t = self.query_one("#gpu-list", DataTable)
-        col = min(t.cursor_coordinate.column, len(GPU_COLUMNS) - 1)
+        col = self._cols[min(t.cursor_coordinate.column, len(self._cols) - 1)] if self._cols else 0
         return (GPU_COLUMNS[col][3], self.selected_engine())
+
+
+# The processes table: (key, label, width); the container goes first when narrow, then the process
+# name shrinks.
+PROC_COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("pid", "PID", 8), ("name", "process", 24), ("used", "HBM", 10), ("container", "container", 16),
+    ("engine", "engine", 18),
+)
+
+
+def proc_columns(width: int) -> list[tuple[str, str, int]]:
+    cols = list(PROC_COLUMNS)
+    if sum(w + 2 for _, _, w in cols) > width:
+        cols = [c for c in cols if c[0] != "container"]
+    over = sum(w + 2 for _, _, w in cols) - width
+    if over > 0:
+        cols = [(k, label, max(8, w - over)) if k == "name" else (k, label, w) for k, label, w in cols]
+    return cols
 
 
 def _screen(app: Any, target: str | None) -> GpuScreen:

@@ -16,7 +16,7 @@ from textual.widgets import Static
 from console.profiles import EngineProfile
 from console.ui import format as fmt
 from console.ui.actions import ActionRegistry, display_key
-from console.ui.explain import explain
+from console.ui.explain_rows import explain_key
 
 
 def help_table(registry: ActionRegistry, *, read_only: bool) -> Table:
@@ -86,7 +86,7 @@ class ExplainScreen(_Popup):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="explain-box", classes="popup"):
-            yield Static(explain(self.metric, self.profile, engine_name=self.engine, simulated=self.simulated),
+            yield Static(explain_key(self.metric, self.profile, engine_name=self.engine, simulated=self.simulated),
                          id="explain-text")
             yield Static(Text("esc to close", style="dim"))
 

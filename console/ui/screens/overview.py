@@ -114,6 +114,12 @@ COLUMNS: tuple[Column, ...] = (
            lambda e: _num(_rate(_m(e).error_rate)), 3),
 )
 SORTABLE = [c for c in COLUMNS if c.sort is not None]
+
+
+def arrow_width(c: Column) -> int:
+    """A column's width with room for its label and the sort arrow (▼/▲) after it."""
+    return max(c.width, len(c.label) + 1)
+
 IDENTITY_COLS = frozenset({"name", "kind", "model", "phase", "gpus"})
 
 GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
@@ -154,17 +160,32 @@ def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
     return [label, fmt.unit(g.util_percent, "%"), fmt.hbm(g.mem_used_bytes, g.mem_total_bytes), temp, power, owner]
 
 
-def gpu_text_table(rows: list[list[Text]]) -> Text:
-    """GPU rows as fixed-width text with a header (styles kept)."""
+# Which GPU columns go first when the width runs out (GPU and util stay): power, temp, engine, HBM.
+GPU_DROP_ORDER = ("power", "temp", "engine", "hbm")
+
+
+def gpu_columns_for(width: int) -> list[int]:
+    """Indices of the GPU columns that fit ``width``: narrow terminals drop columns, rows never wrap."""
+    keep = list(range(len(GPU_COLUMNS)))
+    for key in GPU_DROP_ORDER:
+        if sum(GPU_COLUMNS[i][2] + 2 for i in keep) <= width:
+            break
+        keep.remove(next(i for i in keep if GPU_COLUMNS[i][0] == key))
+    return keep
+
+
+def gpu_text_table(rows: list[list[Text]], width: int = 10_000) -> Text:
+    """GPU rows as fixed-width text with a header (styles kept), only the columns that fit ``width``."""
+    cols = gpu_columns_for(width)
     out = Text()
-    for _key, label, width, _metric in GPU_COLUMNS:
-        out.append(" " + label.ljust(width) + " ", style="bold")
+    for i in cols:
+        _key, label, w, _metric = GPU_COLUMNS[i]
+        out.append(" " + label.ljust(w) + " ", style="bold")
     for cells in rows:
         out.append("\n")
-        for i, cell in enumerate(cells):
-            width = GPU_COLUMNS[i][2]
-            t = cell.copy()
-            t.truncate(width, pad=True)
+        for i in cols:
+            t = cells[i].copy()
+            t.truncate(GPU_COLUMNS[i][2], pad=True)
             out.append(" ")
             out.append_text(t)
             out.append(" ")
@@ -251,6 +272,8 @@ class OverviewScreen(DeckScreen):
 
     def on_resize(self) -> None:
         self._fit_columns()
+        if self.deck.fleet is not None:
+            self._show_gpus(self.deck.fleet)  # GPU columns follow the width too
 
     def _columns(self) -> list[Column]:
         return self._shown
@@ -272,7 +295,7 @@ class OverviewScreen(DeckScreen):
             if not grown and c.priority > HEALTH_GROWS_AFTER:
                 extra = max(0, min(budget, HEALTH_MAX - health_w))
                 health_w, budget, grown = health_w + extra, budget - extra, True
-            w = (name_w if c.key == "name" else c.width) + 2
+            w = (name_w if c.key == "name" else arrow_width(c)) + 2
             if w <= budget or c.priority == 1:
                 keep.add(c.key)
                 budget -= w
@@ -288,7 +311,7 @@ class OverviewScreen(DeckScreen):
         self._row_order = []
         self._cells = {}
         for c in shown:
-            width = name_w if c.key == "name" else health_w if c.key == "phase" else c.width
+            width = name_w if c.key == "name" else health_w if c.key == "phase" else arrow_width(c)
             table.add_column(self._header(c), key=c.key, width=width)
         if self.deck.fleet is not None and self.is_mounted:
             self.show_fleet(self.deck.fleet)
@@ -436,7 +459,8 @@ class OverviewScreen(DeckScreen):
         # No empty grid: the title says why there are none.
         self.query_one("#gpu-scroll").display = bool(fleet.gpus.gpus)
         engine_of = {i: e.name for e in fleet.engines for i in e.gpus}
-        line.show(gpu_text_table([gpu_cells(g, engine_of) for g in fleet.gpus.gpus]))
+        width = (self.size.width or self.app.size.width) - 2  # the line's padding
+        line.show(gpu_text_table([gpu_cells(g, engine_of) for g in fleet.gpus.gpus], width))
 
     # -- interaction -------------------------------------------------------------------------
 

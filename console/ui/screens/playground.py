@@ -24,7 +24,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Markdown, Static
+from textual.widgets import DataTable, Input, Label, Markdown, Static
 
 from console.client.http import Cancellable
 from console.client.playground import (
@@ -57,8 +57,9 @@ class _Pane(Vertical):
     DEFAULT_CSS = """
     _Pane { width: 1fr; height: 1fr; border: round $panel; }
     _Pane .pane-title { height: 1; text-style: bold; }
-    _Pane .pane-stats { height: 2; }
+    _Pane .pane-stats { height: 2; text-wrap: nowrap; text-overflow: ellipsis; }
     _Pane VerticalScroll { height: 1fr; }
+    _Pane VerticalScroll:focus { background: $boost; }
     """
 
     def __init__(self, pane_id: str) -> None:
@@ -84,12 +85,15 @@ class _Pane(Vertical):
             self._shown = size
             reasoning = f"> *thinking:* {rec.reasoning.strip()}\n\n" if rec.reasoning else ""
             await self.query_one(Markdown).update(transcript + reasoning + rec.text)
-            self.query_one(VerticalScroll).scroll_end(animate=False)
-        self.query_one(".pane-stats", Static).update(stats_text(rec))
+            # Follow the end once the new text is laid out (before that the end is not known yet).
+            scroll = self.query_one(VerticalScroll)
+            scroll.call_after_refresh(scroll.scroll_end, animate=False)
+        self.query_one(".pane-stats", Static).update(stats_text(rec, max(10, min(40, self.size.width - 22))))
 
 
-def stats_text(rec: RequestRecord) -> Text:
-    st = live_stats(rec, time.perf_counter_ns())
+def stats_text(rec: RequestRecord, spark_width: int = 40) -> Text:
+    # A finished reply's speed is up to its end, not up to now (it would sink while you read it).
+    st = live_stats(rec, rec.t_done_ns if rec.t_done_ns is not None else time.perf_counter_ns())
     t = Text()
     ttft = st["ttft_ms"]
     t.append(f"TTFT {ttft:.0f} ms" if ttft is not None else "TTFT …", style="bold")
@@ -106,7 +110,7 @@ def stats_text(rec: RequestRecord) -> Text:
         t.append(f"   finish: {rec.finish_reason}")
     gaps = gaps_ms(rec)
     t.append("\nITL ")
-    t.append(spark(gaps, 40) if gaps else "", style="cyan")
+    t.append(spark(gaps, spark_width) if gaps else "", style="cyan")
     if gaps:
         t.append(f" last {gaps[-1]:.1f} ms")
     return t
@@ -118,13 +122,18 @@ class PlaygroundScreen(DeckScreen):
     # Never open (or come back) with the focus in a text box: its letters would be the box's.
     AUTO_FOCUS = "#pane-a VerticalScroll"
 
+    # The reply gets the rows: one-line labelled fields, a short history, a one-line prompt. At 80x24
+    # that leaves 12 lines of reply (10 with a split summary); layouts/compact.tcss drops the borders.
     DEFAULT_CSS = """
-    PlaygroundScreen #pg-controls { height: 3; }
-    PlaygroundScreen #pg-controls Input { width: 1fr; }
-    PlaygroundScreen #pg-system { width: 2fr; }
+    PlaygroundScreen #pg-engine { height: 1; }
+    PlaygroundScreen #pg-controls { height: 1; }
+    PlaygroundScreen #pg-controls Label { width: auto; padding: 0 1; color: $text-muted; }
+    PlaygroundScreen #pg-controls Input { width: 1fr; height: 1; border: none; padding: 0 1; background: $boost; }
+    PlaygroundScreen #pg-controls #pg-system { width: 1fr; }
+    PlaygroundScreen #pg-controls #pg-params { width: 32; }
     PlaygroundScreen #pg-panes { height: 1fr; }
-    PlaygroundScreen #pg-summary { height: auto; max-height: 5; }
-    PlaygroundScreen #pg-history { height: 8; }
+    PlaygroundScreen #pg-summary { height: auto; max-height: 3; padding: 0 1; }
+    PlaygroundScreen #pg-history { height: 6; }
     PlaygroundScreen #pg-prompt { height: 3; }
     """
 
@@ -147,10 +156,13 @@ class PlaygroundScreen(DeckScreen):
         yield TopBar()
         yield Static(id="pg-engine")
         with Horizontal(id="pg-controls"):
+            yield Label("system")
             yield Input(placeholder="system prompt", id="pg-system")
-            yield Input(value="max_tokens=256 temperature=0.7", placeholder="params: max_tokens=256 temperature=0.7",
+            yield Label("params")
+            yield Input(value="max_tokens=256 temperature=0.7", placeholder="max_tokens=256 temperature=0.7",
                         id="pg-params")  # fmt: skip
-            yield Input(placeholder="model (default: first served)", id="pg-model")
+            yield Label("model")
+            yield Input(placeholder="auto: first served", id="pg-model")
         with Horizontal(id="pg-panes"):
             yield _Pane("pane-a")
             yield _Pane("pane-b")
@@ -162,16 +174,25 @@ class PlaygroundScreen(DeckScreen):
 
     def on_mount(self) -> None:
         t = self.query_one("#pg-history", DataTable)
-        for label in ("time", "engine", "TTFT ms", "TPOT ms", "tok/s", "N", "E2E ms", "running", "waiting", "KV",
-                      "status"):  # fmt: skip
-            t.add_column(label)
+        # Fixed widths (a row that comes later never shifts the columns) that fit 80 columns: the
+        # engine's state at send time is one column, running/waiting/KV; the status takes the rest.
+        name_w = max([6, *(len(e.name) for e in self.engines)])
+        widths = [8, min(name_w, 16), 7, 7, 5, 4, 6, 8]
+        labels = ("time", "engine", "TTFT ms", "TPOT ms", "tok/s", "N", "E2E ms", "r/w/KV")
+        for label, w in zip(labels, widths, strict=True):
+            t.add_column(label, width=w)
+        t.add_column("status", width=max(6, self.app.size.width - sum(widths) - 2 * (len(widths) + 1) - 2))
         self.query_one("#pane-b", _Pane).display = False
+        self.query_one("#pg-summary", Static).display = False
         self._draw_engine_line()
         self.set_interval(REFRESH_S, self._tick)
 
     def home_focus(self) -> Widget:
         """Where Escape from a text box puts the focus: the reply (arrows scroll it)."""
         return self.query_one("#pane-a VerticalScroll", VerticalScroll)
+
+    def explain_target(self) -> tuple[str, str | None]:
+        return ("playground", self.current.name if self.engines else None)
 
     def focus_prompt(self) -> None:
         self.query_one("#pg-prompt", Input).focus()
@@ -196,9 +217,10 @@ class PlaygroundScreen(DeckScreen):
             t.append(self.current.name, style="bold")
             t.append(f" ({self.current.profile.display_name} at {self.current.url})")
             if self.split and len(self.engines) > 1:
-                t.append("   vs   ", style="dim")
+                t.append(" vs ", style="dim")
                 t.append(self.other.name, style="bold")
-            t.append(f"   {len(self.conversation.messages) // 2} exchanges in the conversation", style="dim")
+            n = len(self.conversation.messages) // 2
+            t.append(f" · {n} exchange{'' if n == 1 else 's'} kept", style="dim")
         self.query_one("#pg-engine", Static).update(t)
         a = self.query_one("#pane-a", _Pane)
         a.set_title(self.current.name if self.engines else "")
@@ -301,6 +323,11 @@ class PlaygroundScreen(DeckScreen):
             turns: Sequence[Turn] = await asyncio.gather(*coros)
         finally:
             self._streaming = False
+        await self.show_turns(text, turns, transcript)
+
+    async def show_turns(self, text: str, turns: Sequence[Turn], transcript: str) -> None:
+        """The finished request(s): final replies and stats, history rows, the split summary."""
+        panes = [self.query_one("#pane-a", _Pane), self.query_one("#pane-b", _Pane)]
         for pane, turn in zip(panes, turns, strict=False):
             pane.record = turn.record
             await pane.redraw(transcript)
@@ -311,7 +338,8 @@ class PlaygroundScreen(DeckScreen):
         if first.record.ok:
             self.conversation.add_exchange(text, first.reply)
         summary = self.query_one("#pg-summary", Static)
-        summary.update("\n".join(compare(turns[0], turns[1])) if len(turns) == 2 else "")
+        summary.update(" · ".join(compare(turns[0], turns[1])) if len(turns) == 2 else "")
+        summary.display = len(turns) == 2
         self._draw_engine_line()
 
     async def _tick(self) -> None:
@@ -330,11 +358,11 @@ class PlaygroundScreen(DeckScreen):
 
         status = turn.record.error or ("cancelled" if turn.record.cancelled else (turn.record.finish_reason or "ok"))
         kv = st.get("kv_usage")
+        state = f"{f(st.get('running'))}/{f(st.get('waiting'))}/{'n/a' if kv is None else f'{kv:.0%}'}"
         self.query_one("#pg-history", DataTable).add_row(
             time.strftime("%H:%M:%S", time.localtime(turn.started_at)), turn.engine,
             f(m.ttft_ms if m else None), f(m.tpot_ms if m else None, ".1f"), f(m.decode_tok_s if m else None, ".1f"),
-            f(m.output_tokens if m else None), f(m.e2e_ms if m else None), f(st.get("running")), f(st.get("waiting")),
-            "n/a" if kv is None else f"{kv:.0%}", status[:40],
+            f(m.output_tokens if m else None), f(m.e2e_ms if m else None), state, status[:40],
         )  # fmt: skip
 
     def show_fleet(self, fleet: FleetSnapshot) -> None:

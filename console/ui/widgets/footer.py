@@ -44,6 +44,7 @@ class DeckFooter(Footer):
             # names), but there they type: leave them out as it does q or ?.
             if not (typing and isinstance(w, FooterKey) and _types(w.key))
         ]
+        widgets.sort(key=self._rank)
         palette = [w for w in widgets if w.has_class("-command-palette")]
         budget = width - sum(key_width(w, gap) + 2 for w in palette if isinstance(w, FooterKey))
         for w in widgets:
@@ -56,6 +57,19 @@ class DeckFooter(Footer):
                 budget -= need
             yield w
         yield from palette
+
+    def _rank(self, w: Widget) -> tuple[int, int]:
+        """A screen's own keys first, then the global ones, each in registry order (not in the order
+        Textual met the key: `r` is bound by the playground and the bench)."""
+        registry = getattr(self.app, "registry", None)
+        action = w.action if isinstance(w, FooterKey) else ""
+        if registry is None or not action.startswith("deck('"):
+            return (2, 0)
+        aid = action[len("deck('") : -len("')")]
+        order = [a.id for a in registry]
+        if aid not in order:
+            return (2, 0)
+        return (0 if registry.get(aid).screens else 1, order.index(aid))
 
     def on_resize(self, event: Resize) -> None:
         if event.size.width != self._width:
