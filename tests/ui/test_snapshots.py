@@ -11,6 +11,7 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.ui.conftest import AppFactory
+from tests.ui.playground_turns import REPLY, finished_turn
 
 SnapCompare = Any
 
@@ -53,31 +54,6 @@ def test_help_read_only_80x24(snap_compare: SnapCompare, make_app: AppFactory) -
     assert snap_compare(make_app(read_only=True), terminal_size=(80, 24), run_before=open_help)
 
 
-def _turn(engine: str, url: str, reply: str, gap_ms: float, ttft_ms: float) -> Any:
-    """A finished playground request with fixed timings (the real record and metrics types)."""
-    from console.client.playground import Turn
-    from console.client.timing import RequestRecord, compute
-
-    t0 = 1_000_000_000
-    words = reply.split(" ")
-    events = [t0 + int(ttft_ms * 1e6) + int(i * gap_ms * 1e6) for i in range(len(words))]
-    rec = RequestRecord(index=0, t_send_ns=t0, t_headers_ns=t0 + 1_000_000, t_first_visible_ns=events[0],
-                        t_done_ns=events[-1], event_t_ns=events, event_usage=[1] * len(words), prompt_tokens=14,
-                        completion_tokens=len(words), finish_reason="length", status=200, text=reply)  # fmt: skip
-    return Turn(engine, "Qwen/Qwen3-0.6B", [], {}, url, None, rec, metrics=compute(rec),
-                engine_state={"running": 8, "waiting": 0, "kv_usage": 0.35}, started_at=1_700_000_000.0)
-
-
-REPLY = (
-    "The prefix cache keeps the KV blocks of prompts it has seen.\n\n"
-    "- A request that starts with the same tokens reuses them.\n"
-    "- Prefill then only runs on the new part of the prompt.\n"
-    "- Chat with a long system prompt gains the most.\n\n"
-    "Watch the hit rate: near 0 means every prompt is unique, and the cache only costs memory.\n\n"
-    "vLLM calls it automatic prefix caching; SGLang uses a radix tree."
-)
-
-
 def test_playground_split_reply_80x24(
     snap_compare: SnapCompare, make_app: AppFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,9 +71,9 @@ def test_playground_split_reply_80x24(
         await _settle(pilot)
         screen = pilot.app.screen
         assert isinstance(screen, PlaygroundScreen)
-        turns = [_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0),
-                 _turn("sglang-b", "http://127.0.0.1:8001", REPLY.replace("radix tree", "radix tree too"), 23.5,
-                       95.0)]  # fmt: skip
+        turns = [finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0),
+                 finished_turn("sglang-b", "http://127.0.0.1:8001", REPLY.replace("radix tree", "radix tree too"),
+                               23.5, 95.0)]  # fmt: skip
         await screen.show_turns("what does the prefix cache do?", turns,
                                 "**you**: what does the prefix cache do?\n\n**assistant**: ")  # fmt: skip
         await _settle(pilot)

@@ -254,14 +254,26 @@ class PlaygroundScreen(DeckScreen):
         self.conversation.clear()
         self._draw_engine_line()
 
+    def copy_source(self) -> str:
+        """Whose last request a copy takes: in split view the pane with the focus (tab moves to the
+        right one), else the active engine."""
+        if self.split and len(self.engines) > 1 and self.query_one("#pane-b", _Pane).has_focus_within:
+            return self.other.name
+        return self.current.name
+
     def copy(self, what: str) -> None:
         if not self.history:
             self.notify("nothing sent yet", severity="warning")
             return
-        turn = self.history[-1]
+        engine = self.copy_source()
+        turn = next((t for t in reversed(self.history) if t.engine == engine), self.history[-1])
         text = {"curl": as_curl, "json": as_json}.get(what, lambda t: t.reply)(turn)
         self.app.copy_to_clipboard(text)
-        self.notify(f"copied {what} ({len(text)} characters) via OSC 52")
+        label = {"curl": "request as curl", "json": "request as JSON"}.get(what, "reply")
+        # OSC 52 hands the text to the terminal; whether the clipboard gets it is the terminal's
+        # (and tmux's) setting, which the console cannot see.
+        self.notify(f"{turn.engine}: last {label} ({len(text)} characters) sent to the terminal (OSC 52); "
+                    "if nothing pastes, the terminal does not allow OSC 52 copies", timeout=8)  # fmt: skip
 
     # -- sending -----------------------------------------------------------------------------------------------
 
