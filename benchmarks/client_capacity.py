@@ -1,14 +1,21 @@
-"""Client capacity: the most SSE token events per second ONE load-generator process consumes.
+"""Client capacity: the most SSE token events (and requests) per CPU-second ONE client process handles.
 
 Starts several simulator processes (vLLM flavour, fast decode via ``--speed``) so that the client is
-the bottleneck, then runs, each in its own fresh process and one after the other (ABAB):
+the bottleneck, then runs these variants, each in its own fresh process, interleaved (the order
+rotates and reverses every round, so a load change on a shared host hits every variant alike):
 
 * ``enginedeck``: the real load generator (``console.client.loadgen.run_level``, closed loop,
   raw-asyncio HTTP/1.1 + incremental SSE + orjson, full per-event timestamping and records);
 * ``reference``: ``benchmarks/ref_aiohttp_client.py`` (aiohttp + line iteration + json, the
-  vLLM/SGLang benchmark-client style).
+  vLLM/SGLang benchmark-client style);
+* ``own-http`` and ``aiohttp-orjson`` (``benchmarks/transport_loops.py``): the fair comparison of
+  the transport alone. Same pre-encoded orjson bodies, same SSE parser and sink
+  (``OpenAIStreamSink``), same closed loop; only the HTTP client differs (``console/client/http.py``
+  vs aiohttp). This pair decides whether the hand-written client earns its place.
 
-Prints events/s and events per CPU-second of the client process (events/s per core) for both.
+Prints events/s, events and requests per CPU-second of the client process for each variant, the
+per-round ratios and the overall ratios of the two pairs. ``--output-len 256,8`` runs a long-stream
+workload (events per CPU-second) and a short one (requests per CPU-second).
 
 Two sources (``--source sim|replay|both``, default both):
 
@@ -21,7 +28,8 @@ Two sources (``--source sim|replay|both``, default both):
   written at once. The server costs almost nothing per event, so the client is the bottleneck:
   this is the capacity figure.
 
-    .venv/bin/python benchmarks/client_capacity.py [--sims 3] [--concurrency 128] [--seconds 10]
+    .venv/bin/python benchmarks/client_capacity.py [--sims 3] [--concurrency 128] [--seconds 10] \\
+        [--rounds 2] [--output-len 256,8] [--variants own-http,aiohttp-orjson] [--source sim|replay|both]
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -193,68 +202,130 @@ def _reference(urls: list[str], conc: int, seconds: float, out_len: int, q: Any)
     q.put(asyncio.run(closed_loop([u + "/v1/completions" for u in urls], payload, conc, seconds)))
 
 
+def _transport(which: str, urls: list[str], conc: int, seconds: float, out_len: int, q: Any) -> None:
+    from transport_loops import aiohttp_loop, own_loop
+
+    from console.client.loadgen import Target, encode_bodies
+    from console.client.stream import GenParams
+    from console.client.workloads import WorkloadSpec, generate
+    from console.profiles import get_profile
+    from console.target import EngineTarget
+
+    target = Target(EngineTarget("sim", get_profile("vllm"), urls[0]), MODEL)
+    prompts = generate(WorkloadSpec(input_len=16, output_len=out_len), 2_000, seed=1)
+    bodies, _ = encode_bodies(target, prompts, GenParams(max_tokens=out_len, fixed_length=True))
+    loop = own_loop if which == "own-http" else aiohttp_loop
+    q.put(asyncio.run(loop(urls, target.path, bodies, conc, seconds)))
+
+
+def _own_http(urls: list[str], conc: int, seconds: float, out_len: int, q: Any) -> None:
+    _transport("own-http", urls, conc, seconds, out_len, q)
+
+
+def _aiohttp_orjson(urls: list[str], conc: int, seconds: float, out_len: int, q: Any) -> None:
+    _transport("aiohttp-orjson", urls, conc, seconds, out_len, q)
+
+
+VARIANTS = {"enginedeck": _enginedeck, "reference": _reference, "own-http": _own_http,
+            "aiohttp-orjson": _aiohttp_orjson}  # fmt: skip
+PAIRS = [("own-http", "aiohttp-orjson"), ("enginedeck", "reference")]
+
+
 def run_variant(name: str, urls: list[str], conc: int, seconds: float, out_len: int) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    target = _enginedeck if name == "enginedeck" else _reference
-    p = ctx.Process(target=target, args=(urls, conc, seconds, out_len, q))
+    p = ctx.Process(target=VARIANTS[name], args=(urls, conc, seconds, out_len, q))
     p.start()
-    res = q.get(timeout=seconds + 120)
+    deadline = time.monotonic() + seconds + 120
+    while True:  # fail at once (not after the deadline) when the child died without a result
+        try:
+            res = q.get(timeout=1.0)
+            break
+        except queue.Empty:
+            if not p.is_alive() or time.monotonic() > deadline:
+                p.kill()
+                raise RuntimeError(f"variant {name} gave no result (exit code {p.exitcode})") from None
     p.join(30)
     res["name"] = name
     return dict(res)
 
 
-def measure(label: str, urls: list[str], args: argparse.Namespace) -> dict[str, float]:
-    results: dict[str, list[dict[str, Any]]] = {"enginedeck": [], "reference": []}
+def _order(names: list[str], r: int) -> list[str]:
+    """Rotate by the round number and reverse every other round (ABAB... becomes AB BA AB ...)."""
+    k = r % len(names)
+    rot = names[k:] + names[:k]
+    return rot if (r // len(names)) % 2 == 0 else rot[::-1]
+
+
+def measure(label: str, urls: list[str], out_len: int, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    names: list[str] = args.variants
+    results: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for r in range(args.rounds):
-        order = ["enginedeck", "reference"] if r % 2 == 0 else ["reference", "enginedeck"]
-        for name in order:
-            res = run_variant(name, urls, args.concurrency, args.seconds, args.output_len)
+        for name in _order(names, r):
+            res = run_variant(name, urls, args.concurrency, args.seconds, out_len)
             results[name].append(res)
-            print(f"  [{label}] round {r + 1} {name:10s}: {res['events']:>8} events "
+            print(f"  [{label}, {out_len} tok] round {r + 1} {name:14s}: {res['events']:>8} events "
                   f"{res['events'] / res['wall_s']:>9,.0f}/s  CPU {res['cpu_s']:.2f}s / wall {res['wall_s']:.2f}s "
-                  f"-> {res['events'] / res['cpu_s']:>9,.0f} events per CPU-s  ({res['requests']} req, "
-                  f"{res['errors']} errors)", flush=True)  # fmt: skip
-    print(f"\n{label}: {len(urls)} server processes, C={args.concurrency}, {args.output_len} tokens/request, "
-          f"{os.cpu_count()} CPUs on this host")  # fmt: skip
-    per_core: dict[str, float] = {}
+                  f"-> {res['events'] / res['cpu_s']:>9,.0f} events, {res['requests'] / res['cpu_s']:>7,.0f} req "
+                  f"per CPU-s  ({res['requests']} req, {res['errors']} errors)", flush=True)  # fmt: skip
+    print(f"\n{label}: {len(urls)} server processes, C={args.concurrency}, {out_len} tokens/request, "
+          f"{os.cpu_count()} CPUs on this host, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    per_cpu: dict[str, dict[str, float]] = {}
     for name, rs in results.items():
         ev = sum(x["events"] for x in rs)
+        req = sum(x["requests"] for x in rs)
         wall = sum(x["wall_s"] for x in rs)
         cpu = sum(x["cpu_s"] for x in rs)
-        per_core[name] = ev / cpu
-        print(f"  {name:10s}: {ev / wall:>9,.0f} events/s   {ev / cpu:>9,.0f} events/s per core (client CPU "
-              f"{100 * cpu / wall:.0f}% of a core)")  # fmt: skip
-    print(f"  per-core ratio enginedeck/reference: {per_core['enginedeck'] / per_core['reference']:.2f}x\n")
-    return per_core
+        per_cpu[name] = {"events": ev / cpu, "requests": req / cpu}
+        print(f"  {name:14s}: {ev / wall:>9,.0f} events/s   {ev / cpu:>9,.0f} events/CPU-s   {req / cpu:>7,.0f} "
+              f"requests/CPU-s (client CPU {100 * cpu / wall:.0f}% of a core)")  # fmt: skip
+    for a, b in PAIRS:
+        if a in results and b in results:
+            per_round = [
+                (x["events"] / x["cpu_s"]) / (y["events"] / y["cpu_s"])
+                for x, y in zip(results[a], results[b], strict=True)
+            ]
+            print(f"  {a}/{b}: {per_cpu[a]['events'] / per_cpu[b]['events']:.2f}x events per CPU-s, "
+                  f"{per_cpu[a]['requests'] / per_cpu[b]['requests']:.2f}x requests per CPU-s; per round "
+                  f"{', '.join(f'{x:.2f}' for x in per_round)}")  # fmt: skip
+    print()
+    return per_cpu
 
 
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--serve-replay":
         serve_replay(int(sys.argv[2]), sys.argv[3])
         return
-    ap = argparse.ArgumentParser(description="client capacity: enginedeck vs aiohttp reference")
+    ap = argparse.ArgumentParser(description="client capacity: own HTTP client vs aiohttp")
     ap.add_argument("--sims", type=int, default=3, help="simulator processes (default 3)")
     ap.add_argument("--speed", type=float, default=100.0, help="simulator time speed-up (default 100)")
     ap.add_argument("--concurrency", type=int, default=128)
     ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--output-len", type=int, default=256)
-    ap.add_argument("--rounds", type=int, default=2, help="ABAB rounds (default 2)")
+    ap.add_argument("--output-len", default="256,8", help="tokens per request, comma-separated (default 256,8)")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default 2)")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)}")
     ap.add_argument("--source", choices=["sim", "replay", "both"], default="both")
     args = ap.parse_args()
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    lengths = [int(x) for x in args.output_len.split(",") if x.strip()]
     import tempfile
 
     sims = start_sims(args.sims, args.speed)
     replays: list[tuple[subprocess.Popen[bytes], str]] = []
     try:
         urls = [u for _, u in sims]
-        if args.source in ("sim", "both"):
-            measure("simulator", urls, args)
-        if args.source in ("replay", "both"):
-            with tempfile.TemporaryDirectory() as tmp:
-                replays = start_replays(urls, args.output_len, Path(tmp))
-                measure("replay of the simulator's stream", [u for _, u in replays], args)
+        for out_len in lengths:
+            if args.source in ("sim", "both"):
+                measure("simulator", urls, out_len, args)
+            if args.source in ("replay", "both"):
+                with tempfile.TemporaryDirectory() as tmp:
+                    replays = start_replays(urls, out_len, Path(tmp))
+                    measure("replay of the simulator's stream", [u for _, u in replays], out_len, args)
+                stop_sims(replays)
+                replays = []
     finally:
         stop_sims(sims + replays)
 
