@@ -1,13 +1,16 @@
-"""The hook through which the console asks for engine start/stop/restart.
+"""Engine control as the console sees it: the ``LifecycleControl`` protocol.
 
-HOOK, not an implementation: console/lifecycle provides the real thing. Until a ``LifecycleControl``
-is passed to the app, the mutating actions exist (so keys, help and read-only behave as they will)
-but say plainly that this console cannot control engines, and do nothing.
+The app, its screens and the console launcher call engine control only through this protocol;
+``console.ui.control_lifecycle.ManagerControl`` implements it on top of console/lifecycle. A console
+without one (monitor-only engines) still has the mutating actions (so keys, help and read-only
+behave the same) but they say plainly that this console cannot control the engine, and do nothing.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
+
+from console.model import LifecycleView
 
 
 class LifecycleControl(Protocol):
@@ -15,6 +18,7 @@ class LifecycleControl(Protocol):
         """Whether ``engine`` is managed (started by enginedeck) and so can be started/stopped."""
         ...
 
+    # Blocking: the app calls these from a worker thread; a failure raises with a one-line message.
     def start(self, engine: str) -> None: ...
 
     def stop(self, engine: str) -> None: ...
@@ -27,6 +31,24 @@ class LifecycleControl(Protocol):
 
     def log_tail(self, engine: str, n: int) -> list[str] | None:
         """The last ``n`` log lines from memory (never a blocking call), or None when there are none."""
+        ...
+
+    def phase_of(self, engine: str) -> LifecycleView | None:
+        """The lifecycle's view of the engine while it starts, runs or stops (never blocks); None when
+        it has none. The telemetry hub shows it over what the engine's own endpoints say."""
+        ...
+
+    def pids_of(self, engine: str) -> tuple[int, ...]:
+        """The engine's current process ids, where the lifecycle knows them (for CPU and RSS)."""
+        ...
+
+    def on_terminal_loss(self, policy: Literal["keep", "stop"], reason: str, done_by: float) -> None:
+        """Apply ``[console] on_terminal_loss`` to the managed engines, done by ``done_by``
+        (``time.monotonic``): the terminal is gone or the console was told to end."""
+        ...
+
+    def close(self) -> None:
+        """The console ends: stop waiting on and watching the engines."""
         ...
 
 

@@ -1,9 +1,11 @@
-"""LifecycleControl backed by console.lifecycle's LifecycleManager (managed engines only)."""
+"""The console's LifecycleControl (console/ui/control.py), backed by console.lifecycle's
+LifecycleManager (managed engines only)."""
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import Future
+from typing import Literal
 
 from console.config import Config
 from console.lifecycle.errors import LifecycleError, LifecycleTimeout
@@ -95,6 +97,11 @@ class ManagerControl:
             return ()
         pid = self.manager.status(engine).pid
         return (int(pid),) if pid else ()
+
+    def on_terminal_loss(self, policy: Literal["keep", "stop"], reason: str, done_by: float) -> None:
+        from console.lifecycle.terminal_loss import carry_out
+
+        carry_out(self.manager, policy, reason, done_by)
 
     def close(self) -> None:
         self._closed = True

@@ -12,13 +12,17 @@ import argparse
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from console.commands._args import add_console_flags
 from console.config import Config, ConsoleSettings, EngineInstance
 from console.errors import UserError
 
-__all__ = ["add_console_flags", "resolve_settings", "run_console", "run_setup"]
+if TYPE_CHECKING:
+    from console.ui.app import DeckApp
+    from console.ui.control import LifecycleControl
+    from console.ui.terminal_guard import TerminalGuard
+
+__all__ = ["resolve_settings", "run_console", "run_setup"]
 
 
 def resolve_settings(args: argparse.Namespace, config: Config) -> ConsoleSettings:
@@ -66,7 +70,7 @@ def run_console(
     config: Config | None = None,
     title: str = "",
     check_backing: Callable[[], str | None] | None = None,
-    lifecycle: Any | None = None,
+    lifecycle: LifecycleControl | None = None,
     pids_of: Callable[[str], tuple[int, ...]] | None = None,
     on_terminal_loss: TerminalLossAction | None = None,
 ) -> str | None:
@@ -76,6 +80,7 @@ def run_console(
     from ``config`` when it has managed engines. ``pids_of``: current process ids per engine.
     ``on_terminal_loss``: what to do with the engines when the terminal is lost (the demo stops
     its simulators); by default ``settings.on_terminal_loss`` applied to ``lifecycle``'s engines."""
+    from console.lifecycle.terminal_loss import last_resort
     from console.telemetry.hub import Hub
     from console.ui.app import DeckApp, UiOptions
     from console.ui.terminal_guard import TerminalGuard
@@ -88,12 +93,12 @@ def run_console(
     action = on_terminal_loss or _policy_action(lifecycle, settings)
     if action is not None:
         guard.add_action(action)
+    guard.add_final(last_resort)  # no process group of this console outlives it
     guard.install()
-    phase_of = getattr(lifecycle, "phase_of", None)
     try:
         hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
-                  gpu_assignment=gpu_assignment, pids_of=pids_of or getattr(lifecycle, "pids_of", None),
-                  lifecycle_phase=phase_of if callable(phase_of) else None)
+                  gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
+                  lifecycle_phase=lifecycle.phase_of if lifecycle else None)
         hub.start()
         try:
             app = DeckApp(
@@ -130,7 +135,7 @@ def run_setup(settings: ConsoleSettings, config_path: str) -> str | None:
         guard.close()
 
 
-def _run_guarded(app: Any, guard: Any, *, mouse: bool) -> str | None:
+def _run_guarded(app: DeckApp, guard: TerminalGuard, *, mouse: bool) -> str | None:
     """``app.run`` on ``DeckDriver`` (output that cannot block for good), tied to ``guard``: a lost
     terminal or a failed terminal read or write starts the deadline, which asks the app to leave
     and bounds its output."""
@@ -158,18 +163,15 @@ def _run_guarded(app: Any, guard: Any, *, mouse: bool) -> str | None:
 GIVE_UP_OUTPUT = 0.5  # seconds after shutdown began
 
 
-def _policy_action(lifecycle: Any, settings: ConsoleSettings) -> TerminalLossAction | None:
-    """``settings.on_terminal_loss`` applied to the engines of a ``ManagerControl``."""
-    manager = getattr(lifecycle, "manager", None)
-    if manager is None:
+def _policy_action(lifecycle: LifecycleControl | None, settings: ConsoleSettings) -> TerminalLossAction | None:
+    """``settings.on_terminal_loss`` applied to the engines of ``lifecycle``."""
+    if lifecycle is None:
         return None
-    from console.lifecycle.terminal_loss import carry_out
-
     policy = settings.on_terminal_loss
-    return lambda reason, done_by: carry_out(manager, policy, reason, done_by)
+    return lambda reason, done_by: lifecycle.on_terminal_loss(policy, reason, done_by)
 
 
-def _lifecycle(config: Config) -> Any:
+def _lifecycle(config: Config) -> LifecycleControl | None:
     """Engine control for managed instances (None when none is managed)."""
     if not any(i.managed for i in config.instances):
         return None

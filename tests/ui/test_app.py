@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 from dataclasses import replace
+from typing import Literal
 
 from rich.console import Console
 from rich.text import Text
 from textual.command import CommandPalette, Provider
 from textual.widgets import DataTable, Static
 
-from console.model import Rates
+from console.model import LifecycleView, Rates
 from console.ui.app import DeckApp
 from console.ui.palette import ActionsProvider
 from console.ui.screens.engine import EngineScreen
@@ -68,6 +69,18 @@ class RecordingControl:
 
     def log_tail(self, engine: str, n: int) -> list[str] | None:
         return [f"{engine}: INFO Started server process", f"{engine}: INFO Application startup complete."]
+
+    def phase_of(self, engine: str) -> LifecycleView | None:
+        return None
+
+    def pids_of(self, engine: str) -> tuple[int, ...]:
+        return ()
+
+    def on_terminal_loss(self, policy: Literal["keep", "stop"], reason: str, done_by: float) -> None:
+        self.calls.append((f"terminal-loss {policy}", reason))
+
+    def close(self) -> None:
+        self.calls.append(("close", ""))
 
 
 async def _palette_texts(app: DeckApp) -> list[str]:

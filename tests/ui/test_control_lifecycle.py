@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 from console.config import Config, parse_config
 from console.lifecycle.manager import LifecycleManager
@@ -104,3 +105,19 @@ def test_console_picks_up_an_engine_started_from_another_shell() -> None:
             headless.stop("r", timeout=2).result(timeout=30)
         headless.close()
         ctl.close()
+
+
+def test_terminal_loss_applies_the_policy_through_engine_control(tmp_path: Path) -> None:
+    from console.lifecycle.audit import AuditLog
+    from console.lifecycle.terminal_loss import AUDIT_ACTION
+
+    cfg = _config(free_port())
+    audit = AuditLog(tmp_path / "audit.log")
+    ctl = ManagerControl(LifecycleManager(cfg, audit=audit), cfg)
+    try:
+        ctl.on_terminal_loss("stop", "SIGHUP received", time.monotonic() + 1.0)
+    finally:
+        ctl.close()
+    (entry,) = [e for e in audit.read() if e.action == AUDIT_ACTION]
+    assert entry.detail.startswith("SIGHUP received; policy stop")
+    assert entry.detail.endswith("no managed engine was running")

@@ -9,7 +9,9 @@ import pytest
 from console.cli import build_parser
 from console.config import Config, ConsoleSettings
 from console.errors import UserError
-from console.ui.launch import resolve_settings
+from console.ui.control import LifecycleControl
+from console.ui.launch import _policy_action, resolve_settings
+from tests.ui.test_app import RecordingControl
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -39,3 +41,14 @@ def test_flags_override_the_config_file() -> None:
 def test_bad_flags_are_one_line_errors(flag: str, value: str, message: str) -> None:
     with pytest.raises(UserError, match=message):
         resolve_settings(_args("tui", flag, value), Config(path=None))
+
+
+def test_the_terminal_loss_policy_goes_through_engine_control() -> None:
+    control = RecordingControl()
+    typed: LifecycleControl = control  # the test double states the whole protocol (checked by mypy)
+    action = _policy_action(typed, ConsoleSettings(on_terminal_loss="stop"))
+    assert action is not None
+    action("SIGHUP received", 12.5)
+    assert control.calls == [("terminal-loss stop", "SIGHUP received")]
+    # Without engine control there is nothing to apply.
+    assert _policy_action(None, ConsoleSettings(on_terminal_loss="stop")) is None
