@@ -28,7 +28,6 @@ from console.client.timing import NS_PER_MS, Dist, RequestMetrics, compute
 
 CLIENT_BOUND_CPU = 70.0
 CLIENT_BOUND_LAG_MS = 5.0
-SLO_KEYS = ("ttft", "tpot", "e2e", "itl")
 
 
 def parse_slo(text: str | None) -> dict[str, float]:

@@ -53,9 +53,6 @@ class GpuSampler:
             self._busy = False
         self._take(fleet)
 
-    def sample_blocking(self) -> None:
-        self._take(self._collect())
-
     def _take(self, fleet: GpuFleet) -> None:
         self.source = fleet.source
         if not fleet.gpus:

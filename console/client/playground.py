@@ -114,9 +114,6 @@ class ModelCache:
                 client.close()
         return self._models[engine.name]
 
-    def forget(self, name: str) -> None:
-        self._models.pop(name, None)
-
 
 TokenFn = Callable[[RequestRecord, str, str, int], None]
 
@@ -190,11 +187,6 @@ def compare(a: Turn, b: Turn) -> list[str]:
         out.append(f"prompt tokens differ ({pa} vs {pb}): different tokenizer or chat template")
     out.append("replies identical" if a.reply == b.reply else "replies differ")
     return out
-
-
-async def close_quietly(client: HTTPClient | None) -> None:
-    if client is not None:
-        client.close()
 
 
 __all__ = [

@@ -199,7 +199,3 @@ class Dist:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("n", "mean", "std", "min", "p50", "p90", "p95", "p99", "max")}
-
-    @property
-    def p99_reliable(self) -> bool:
-        return self.n >= 100

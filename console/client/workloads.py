@@ -18,7 +18,7 @@ compared between engines.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,8 +192,3 @@ def load_jsonl(path: Path) -> list[dict[str, Any]]:
     if not items:
         raise UserError(f"{path}: no prompts in file")
     return items
-
-
-def prompt_token_mismatches(a: Sequence[int | None], b: Sequence[int | None]) -> list[int]:
-    """Indices where two engines reported different ``usage.prompt_tokens`` for the same prompt."""
-    return [i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x is not None and y is not None and x != y]

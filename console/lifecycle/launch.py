@@ -22,7 +22,7 @@ from typing import Literal
 
 from console.config import EngineInstance
 from console.errors import UserError
-from console.secrets import MASK, instance_secrets, looks_secret, mask_args, mask_env
+from console.secrets import MASK, instance_secrets, looks_secret, mask_args
 from console.target import api_key_from_env
 
 LABEL_MANAGED = "enginedeck.managed"
@@ -78,7 +78,6 @@ class LaunchSpec:
     shm_size: str = ""
     ulimits: Mapping[str, int] = field(default_factory=dict)
     volumes: Mapping[str, str] = field(default_factory=dict)  # host path -> container path
-    health_url: str = ""  # base URL the readiness probe uses
     api_key: str | None = None
     # The engine reads its key only from an argument (no environment variable, e.g. SGLang), so
     # the key is in its command line for anyone on the host to see.
@@ -120,9 +119,6 @@ class LaunchSpec:
         """The command for people: API keys and passed-through secrets replaced by ****."""
         base = list(self.entrypoint or ()) + list(self.argv)
         return mask_args(base, self.secrets)
-
-    def display_env(self) -> dict[str, str]:
-        return mask_env(dict(self.env), self.secrets)
 
     def display(self) -> str:
         """A one-line, secret-free rendering (a `docker run`-like or shell command line)."""
@@ -230,7 +226,6 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
             shm_size=prof.container.shm_size,
             ulimits=dict(prof.container.ulimits),
             volumes=volumes,
-            health_url=inst.url,
             api_key=key,
             key_in_argv=key is not None and any(key in a for a in argv),
         )
@@ -282,7 +277,6 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
             host_port=port,
             container_port=port,
             gpus=cfg.gpus,
-            health_url=inst.url,
             api_key=key,
             key_in_argv=key is not None and any(key in a for a in argv),
         )

@@ -71,7 +71,6 @@ class PhaseMachine:
         now = clock()
         self._state = InstanceState(name=name, backend=backend, since=now, updated=now)
         self._last_log_at: float | None = None
-        self._start_at: float | None = None
         self._stop_reason = ""
         self._outside_stop = False  # the engine ended without us asking; watching for a restart
 
@@ -105,7 +104,6 @@ class PhaseMachine:
             name=self._state.name, backend=backend or self._state.backend, since=now, updated=now
         )
         self._last_log_at = None
-        self._start_at = None
         self._stop_reason = ""
         self._outside_stop = False
 
@@ -124,7 +122,6 @@ class PhaseMachine:
         gpus: str = "",
         config_hash: str = "",
     ) -> None:
-        self._start_at = self._clock()
         self._set(
             Phase.STARTING,
             detail="started; waiting for the engine to answer",
@@ -153,7 +150,6 @@ class PhaseMachine:
         detail: str = "",
     ) -> None:
         """Found an engine already running (started earlier or elsewhere)."""
-        self._start_at = self._clock()
         self._set(
             phase,
             detail=detail,

@@ -78,10 +78,6 @@ class InstanceState:
     def running(self) -> bool:
         return self.phase in RUNNING_PHASES or self.phase is Phase.STOPPING
 
-    @property
-    def terminal(self) -> bool:
-        return self.phase in TERMINAL
-
     def saw(self, phase: Phase) -> bool:
         """Whether this instance passed through ``phase`` since the last start."""
         return any(p is phase for p, _ in self.history) or self.phase is phase

@@ -150,9 +150,6 @@ class Reading:
             self._raw_cache.append(tuple(out))
         return self._raw_cache[0]
 
-    def raw_series(self) -> tuple[RawSeries, ...]:
-        return self.raw
-
 
 def finite_sum(values: Iterable[float]) -> float | None:
     """The exact sum, or None when it is not a finite number (an infinity in the input, or two

@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from console.model import ModelMetrics, Quantiles, Rates
 from console.profiles import EngineProfile
@@ -187,14 +187,6 @@ def merge_histograms(
 def _hvec_raw(h: HistogramSeries) -> tuple[float, ...]:
     # An unknown sum or count is NaN: it stays unknown through deltas and merges.
     return (*h.counts, h.sum if h.sum is not None else math.nan, h.count if h.count is not None else math.nan)
-
-
-@dataclass(slots=True)
-class _Window:
-    """Sums of increases over one window for one model (or all), per canonical metric."""
-
-    dt: float | None
-    increases: dict[str, float] = field(default_factory=dict)
 
 
 class EngineMetricsState:

@@ -43,10 +43,6 @@ class Action:
     key_display: str | None = None
     short: str = ""  # footer label (the description when empty)
 
-    @property
-    def first_key(self) -> str:
-        return self.keys.split(",")[0]
-
     def available_on(self, screen: str) -> bool:
         return not self.screens or screen in self.screens
 

@@ -127,10 +127,6 @@ class DeckApp(App[str | None], inherit_bindings=False):
 
     # -- actions -------------------------------------------------------------------------------
 
-    def register_action(self, a: Action) -> None:
-        self.registry.register(a)
-        self._bind_action(a)
-
     def _bind_action(self, a: Action) -> None:
         hidden = self.options.read_only and a.mutating
         for key in a.keys.split(","):

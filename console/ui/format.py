@@ -104,10 +104,6 @@ def quantile(q: Quantiles, which: str) -> Text:
     return Text(text, style=WARN if which in q.capped else "")
 
 
-def gib(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / GIB:.1f}"
-
-
 def hbm(used: int | None, total: int | None) -> Text:
     """'71.2/80.0 GiB 89%'"""
     if used is None:

@@ -79,7 +79,6 @@ class Counters:
     finished: int = 0  # finished for any reason but abort/error
     aborted: int = 0
     errors: int = 0  # injected HTTP 500s
-    steps: int = 0
     reused_blocks: int = 0
     missed_blocks: int = 0
     finish_reasons: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0, "abort": 0})
@@ -178,7 +177,6 @@ class Flavour:
         self.c.preemptions += 1
 
     def on_step(self, s: StepOutcome) -> None:
-        self.c.steps += 1
         self.c.reused_blocks += s.reused_blocks
         self.c.missed_blocks += s.missed_blocks
         self.last_step = s

@@ -56,7 +56,6 @@ class SglangFlavour(Flavour):
             "queue": Histogram(QUEUE_BUCKETS),
         }
         self.last_hit_rate = 0.0
-        self.gen_window: list[tuple[float, int]] = []
         self.retracted_now = 0
         self.realtime = {"prefill_compute": 0, "prefill_cache": 0, "decode": 0}
         self._batch_hits = 0

@@ -77,7 +77,6 @@ class TrtllmFlavour(Flavour):
         }
         self.iter_stats: deque[dict[str, Any]] = deque(maxlen=1000)
         self.errors_by_code: dict[str, int] = {}
-        self._completed_in_iter = 0
 
     def on_finish(self, req: Request, t: float) -> None:
         super().on_finish(req, t)
