@@ -1,8 +1,16 @@
-"""Engine lifecycle: start, watch and stop engine containers and processes (no UI imports).
+"""Engine lifecycle: start, watch and stop engine containers and processes.
 
-Entry point: ``LifecycleManager`` (console.lifecycle.manager). Pieces: ``phases`` (the pure
-phase machine), ``logs`` (bounded log buffer), ``audit`` (audit log), ``launch`` (templating
-of the launch), ``docker_backend`` / ``process_backend``.
+Entry point: ``LifecycleManager`` (``manager``: the actions, each a Future, audited). By job:
+``backend`` (the ``EngineBackend`` protocol: launch, find, list; implemented by
+``docker_backend.DockerEngines`` and ``process_backend.ProcessEngines``, with ``process_records``),
+``watch`` (supervisor and log follower per running engine), ``stopping`` (SIGTERM, countdown,
+SIGKILL, GPU release), ``inventory`` (`ps`: what runs on the host, quick probes), ``adoption``
+(containers handed to enginedeck), ``slot`` (one instance's state and locks), ``phases`` (the pure
+phase machine), ``state``, ``logs`` (bounded log buffer), ``audit``, ``launch`` (templating of the
+launch), ``terminal_loss``, ``cli_support`` (the headless commands' shared path).
+
+May import: the core (config, profiles, model, secrets, paths) and ``console.telemetry.nvml``
+(GPU release); never Textual or ``console.ui``.
 """
 
 from console.lifecycle.audit import AuditEntry, AuditLog
