@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -29,7 +30,7 @@ from typing import Literal
 import psutil
 
 from console.lifecycle import process_backend
-from console.lifecycle.audit import AuditEntry
+from console.lifecycle.audit import AuditEntry, AuditLog
 from console.lifecycle.errors import LifecycleError
 from console.lifecycle.manager import LifecycleManager
 from console.lifecycle.state import Backend, InstanceState
@@ -39,18 +40,53 @@ POLICIES: tuple[OnTerminalLoss, ...] = ("keep", "stop")
 AUDIT_ACTION = "terminal-loss"
 
 
+class _Progress:
+    """What a ``carry_out`` under way is ending, so ``last_resort`` can finish it at the hard exit."""
+
+    def __init__(self, audit: AuditLog, policy: OnTerminalLoss, reason: str, ending: Mapping[int, str]) -> None:
+        self.audit = audit
+        self.policy = policy
+        self.reason = reason
+        self.ending = dict(ending)  # pgid -> what
+        self.lock = threading.Lock()
+        self.recorded = False
+
+    def record(self, result: str, parts: list[str]) -> AuditEntry | None:
+        """The one audit entry (the first caller writes it); never waits long for the lock."""
+        if not self.lock.acquire(timeout=0.05):
+            return None
+        try:
+            if self.recorded:
+                return None
+            self.recorded = True
+            return self.audit.record(AUDIT_ACTION, "console", result, "; ".join([self.reason, f"policy {self.policy}",
+                                                                                 *parts]))
+        finally:
+            self.lock.release()
+
+
+_current: _Progress | None = None
+
+
 def carry_out(manager: LifecycleManager, policy: OnTerminalLoss, reason: str, deadline: float,
-              *, also: Mapping[int, str] | None = None) -> AuditEntry:
+              *, also: Mapping[int, str] | None = None) -> AuditEntry | None:
     """Apply ``policy`` to ``manager``'s engines, done by ``deadline`` (``time.monotonic``); audit it.
 
     ``also``: more process groups of this console to end with it (pgid -> what, e.g. the demo's
-    load). Never raises for an engine that will not stop: a process group still alive at the
-    deadline is killed, and the entry says so."""
+    load). Never raises for an engine that will not stop: a process group still running at the
+    deadline is killed, and the entry says so. Should the process end first (the hard exit),
+    ``last_resort`` kills what is left and writes the entry."""
+    global _current
     groups = dict(process_backend.registered_groups())  # pgid -> engine, started by this console
     own = set(groups.values())
+    ending = {**groups, **(also or {})}
+    progress = _current = _Progress(manager.audit, policy, reason, ending)
+    # Everything gets its signal first, then the waiting is shared.
+    for pgid in ending:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
     states = [manager.status(n) for n in manager.names]
     running = [s for s in states if s.running and s.backend is not Backend.NONE]
-    # Everything gets its signal first, then the waiting is shared.
     futures: dict[str, Future[InstanceState]] = {}
     failed: list[str] = []
     if policy == "stop":
@@ -61,12 +97,8 @@ def carry_out(manager: LifecycleManager, policy: OnTerminalLoss, reason: str, de
                 futures[s.name] = manager.stop(s.name, timeout=max(0.1, deadline - time.monotonic()))
             except LifecycleError as exc:
                 failed.append(f"{s.name} ({exc.message})")
-    ending = {**groups, **(also or {})}
-    for pgid in ending:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
     alive = _wait_groups(set(ending), deadline)
-    for pgid in alive:
+    for pgid in ending:  # the running ones, and stragglers of groups whose leader ended
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
     process_backend.cleanup_all(grace=0)  # drops their records (and the atexit work)
@@ -82,8 +114,8 @@ def carry_out(manager: LifecycleManager, policy: OnTerminalLoss, reason: str, de
             failed.append(f"{name} ({getattr(exc, 'message', exc)})")
     ended = [what for pgid, what in ending.items() if pgid not in alive]
     killed = [what for pgid, what in ending.items() if pgid in alive]
-    kept = [s.name for s in running if s.name not in own and s.name not in futures and policy == "keep"]
-    parts = [reason, f"policy {policy}"]
+    kept = [s.name for s in running if s.name not in own and policy == "keep"]
+    parts = []
     for label, names in (("stopped", stopped), ("ended", ended), ("killed at the deadline", killed),
                          ("kept running", kept), ("still stopping at the deadline", late),
                          ("stop failed", failed)):
@@ -91,28 +123,41 @@ def carry_out(manager: LifecycleManager, policy: OnTerminalLoss, reason: str, de
             parts.append(f"{label}: {', '.join(sorted(names))}")
     if not running and not ending:
         parts.append("no managed engine was running")
-    result = "failed" if failed else ("partial" if late else "ok")
-    return manager.audit.record(AUDIT_ACTION, "console", result, "; ".join(parts))
+    entry = progress.record("failed" if failed else ("partial" if late else "ok"), parts)
+    if _current is progress:  # done: nothing left for last_resort (and no stale group ids)
+        _current = None
+    return entry
+
+
+def last_resort() -> None:
+    """At the console's hard exit (any thread, quick): SIGKILL every process group it started that
+    may still run, and write the audit entry of a policy that was cut short."""
+    progress = _current
+    groups = dict(process_backend.registered_groups())
+    if progress is not None:
+        groups.update(progress.ending)
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    if progress is not None and not progress.recorded:
+        progress.record("ok", [f"cut short at the deadline, killed: {', '.join(sorted(progress.ending.values()))}"])
 
 
 def _wait_groups(pgids: set[int], deadline: float) -> set[int]:
-    """Wait until no process of these groups runs (zombies do not count) or ``deadline``; the
-    groups still running then."""
+    """Wait until the leader of each group has ended (a zombie has) or ``deadline``; the groups
+    whose leader still runs then. One /proc read per group and poll: cheap on a busy machine."""
     alive = set(pgids)
     while alive:
-        alive = _running_groups(alive)
+        alive = {g for g in alive if _leader_runs(g)}
         if not alive or time.monotonic() >= deadline:
             break
         time.sleep(0.02)
     return alive
 
 
-def _running_groups(pgids: set[int]) -> set[int]:
-    out: set[int] = set()
-    for p in psutil.process_iter(["status"]):
-        try:
-            if p.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) in pgids:
-                out.add(os.getpgid(p.pid))
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return out
+def _leader_runs(pgid: int) -> bool:
+    try:
+        p = psutil.Process(pgid)  # start_new_session: the leader's pid is the group id
+        return p.status() != psutil.STATUS_ZOMBIE and os.getpgid(pgid) == pgid
+    except (psutil.Error, ProcessLookupError, PermissionError):
+        return False

@@ -28,7 +28,7 @@ from types import FrameType
 from typing import Any
 
 DEADLINE = 1.5  # seconds from the event to the hard exit (the promise is "within 2 s")
-ACTION_MARGIN = 0.25  # the engine policy must be done this long before the hard exit
+ACTION_MARGIN = 0.4  # the engine policy must be done this long before the hard exit
 SIGNALS = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
 HANGUP_EXIT = 128 + signal.SIGHUP
 _BEGIN = 0  # pipe byte: begin() was called (signal numbers are 1..64)
@@ -52,6 +52,7 @@ class TerminalGuard:
         self._exit_hard = exit_hard
         self._first: list[Callable[[str], object]] = []  # quick, non-blocking: ask to leave
         self._actions: list[Action] = []  # may block until the deadline: engine policy
+        self._finals: list[Callable[[], object]] = []  # quick, right before the exit
         self._begin_reason = ""
         self._begin_lock = threading.Lock()
         self._pipe: tuple[int, int] | None = None
@@ -77,6 +78,10 @@ class TerminalGuard:
     def add_action(self, fn: Action) -> None:
         """Run when shutdown begins, with the reason and the time it must be done by."""
         self._actions.append(fn)
+
+    def add_final(self, fn: Callable[[], object]) -> None:
+        """Run right before the process ends, once shutdown began (finish what an action left)."""
+        self._finals.append(fn)
 
     def install(self) -> None:
         r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -180,6 +185,7 @@ class TerminalGuard:
                          name="enginedeck-terminal-loss", daemon=True).start()
         # The process normally ends before this sleep does (this is a daemon thread).
         time.sleep(max(0.0, self.hard_at - time.monotonic()))
+        self._run_finals()
         self._restore_terminal()
         self._exit_hard(code)
 
@@ -188,7 +194,13 @@ class TerminalGuard:
         # The app restored the terminal on its way out unless its output was dropped (a stalled
         # terminal): the reset again would move the cursor of a restored one.
         self._restore_terminal(reset=self.output_dropped is None or self.output_dropped())
+        self._run_finals()
         self._exit_hard(self.code)
+
+    def _run_finals(self) -> None:
+        for fn in self._finals:
+            with contextlib.suppress(Exception):
+                fn()
 
     def _run_actions(self, reason: str, done_by: float) -> None:
         try:

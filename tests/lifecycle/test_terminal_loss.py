@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from console.config import Config, ConsoleSettings, parse_config
 from console.errors import ConfigError
 from console.lifecycle.audit import AuditLog
 from console.lifecycle.manager import LifecycleManager
-from console.lifecycle.terminal_loss import AUDIT_ACTION, carry_out
+from console.lifecycle.terminal_loss import AUDIT_ACTION, carry_out, last_resort
 from console.ports import free_port
 
 IGNORES_TERM = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
@@ -100,6 +101,29 @@ def test_a_group_that_ignores_sigterm_is_killed_at_the_deadline(manager: Lifecyc
     assert 0.7 <= took < 2.0
     e = _entry(_state_dir)
     assert "policy keep" in e.detail and "killed at the deadline: stubborn" in e.detail
+
+
+def test_last_resort_finishes_a_policy_cut_short_by_the_hard_exit(manager: LifecycleManager,
+                                                                   _state_dir: Path) -> None:
+    stubborn = _group(IGNORES_TERM)
+    result: list[Any] = []
+    worker = threading.Thread(target=lambda: result.append(
+        carry_out(manager, "stop", "SIGHUP received", time.monotonic() + 30, also={stubborn.pid: "stubborn"})))
+    try:
+        worker.start()
+        time.sleep(0.5)  # the policy waits for a group that ignores SIGTERM...
+        assert worker.is_alive() and stubborn.poll() is None
+        last_resort()  # ...when the hard exit comes
+        stubborn.wait(timeout=5)
+        worker.join(timeout=5)
+    finally:
+        if stubborn.poll() is None:
+            stubborn.kill()
+            stubborn.wait()
+    assert stubborn.returncode == -signal.SIGKILL
+    assert result == [None]  # the entry was written once, by last_resort
+    e = _entry(_state_dir)
+    assert e.detail == "SIGHUP received; policy stop; cut short at the deadline, killed: stubborn"
 
 
 def test_nothing_running_is_said_so(manager: LifecycleManager, _state_dir: Path) -> None:

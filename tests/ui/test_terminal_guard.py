@@ -27,6 +27,7 @@ CHILD = textwrap.dedent("""
     out, deadline, mode = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     g = TerminalGuard(deadline=deadline)
     g.add_action(lambda reason, by: open(out, "w").write(f"{reason}|{by - time.monotonic():.3f}"))
+    g.add_final(lambda: open(out + ".final", "w").write("final"))
     g.install()
     print("ready", flush=True)
     if mode == "block":
@@ -81,6 +82,7 @@ def test_a_blocked_main_thread_still_ends_at_the_deadline(tmp_path: Path, sig: i
     reason, left = out.read_text().split("|")
     assert reason == f"{name} received"
     assert float(left) > 0  # the action had time left before the hard exit
+    assert Path(f"{out}.final").read_text() == "final"  # and the last word before it
 
 
 def test_a_hung_up_terminal_ends_it_too(tmp_path: Path) -> None:
@@ -125,6 +127,7 @@ def test_a_main_thread_that_finishes_its_cleanup_ends_before_the_deadline(tmp_pa
     assert proc.returncode == 128 + signal.SIGTERM
     assert proc.stdout is not None and "not reached" not in proc.stdout.read()
     assert out.read_text().startswith("SIGTERM received|")
+    assert Path(f"{out}.final").read_text() == "final"
     assert took < DEADLINE + SLACK
 
 
