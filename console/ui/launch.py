@@ -81,7 +81,6 @@ def run_console(
     ``on_terminal_loss``: what to do with the engines when the terminal is lost (the demo stops
     its simulators); by default ``settings.on_terminal_loss`` applied to ``lifecycle``'s engines."""
     from console.lifecycle.terminal_loss import last_resort
-    from console.lifecycle.terminal_loss import last_resort
     from console.telemetry.hub import Hub
     from console.ui.app import DeckApp, UiOptions
     from console.ui.terminal_guard import TerminalGuard
@@ -94,7 +93,6 @@ def run_console(
     action = on_terminal_loss or _policy_action(lifecycle, settings)
     if action is not None:
         guard.add_action(action)
-    guard.add_final(last_resort)  # no process group of this console outlives it
     guard.add_final(last_resort)  # no process group of this console outlives it
     guard.install()
     try:
