@@ -140,17 +140,18 @@ def _run_fleet(args: argparse.Namespace) -> int:
             else:
                 print(f"{profile}@{url}")
         sys.stdout.flush()
-        print(f"fleet logs: {fleet.log_dir} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        print(f"fleet logs: {fleet.log_dir} (removed when the fleet stops; Ctrl-C to stop)", file=sys.stderr,
+              flush=True)  # fmt: skip
         while not stop.is_set():
             stop.wait(0.5)
             for (profile, url, _), proc in zip(fleet.endpoints, fleet.procs, strict=True):
                 if proc.poll() is not None:
                     print(f"{profile}@{url} exited with {proc.returncode}; stopping the fleet "
-                          f"(log: {fleet.log_path(profile)})", file=sys.stderr, flush=True)
+                          f"(log kept: {fleet.log_path(profile)})", file=sys.stderr, flush=True)
                     failed = True
                     stop.set()
     finally:
-        fleet.stop()
+        fleet.stop(keep_logs=failed)  # the temporary folder goes, unless it holds why an engine died
     return 1 if failed else 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,11 +42,19 @@ class Fleet:
     def log_path(self, profile: str) -> Path:
         return self.log_dir / f"{profile}.log"
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the load and every child (SIGTERM to its process group, then SIGKILL)."""
+    def stop(self, timeout: float = 5.0, *, keep_logs: bool = False) -> None:
+        """Stop the load and every child (SIGTERM to its process group, then SIGKILL), then remove
+        the temporary log folder (``keep_logs``: leave it, e.g. for a child that failed)."""
         if self._stopped:
             return
         self._stopped = True
+        try:
+            self._stop_children(timeout)
+        finally:
+            if not keep_logs:
+                shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    def _stop_children(self, timeout: float) -> None:
         if self.load is not None:
             self.load.stop()
         for p in self.procs:
