@@ -256,7 +256,8 @@ class SimServer:
         return json_response(self.flavour.models_payload())
 
     async def _sim_state(self, request: web.Request) -> web.Response:
-        return web.Response(body=orjson.dumps(self.flavour.state()), content_type="application/json")
+        state = self.flavour.state(requests=request.query.get("requests") != "0")
+        return web.Response(body=orjson.dumps(state), content_type="application/json")
 
     def _mount_metrics(self, app: web.Application) -> None:
         """Serve /metrics as the engine does (see console/sim/exposition.py)."""

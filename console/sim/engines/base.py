@@ -214,9 +214,10 @@ class Flavour:
         """Counters for ``/_sim/state``, in this engine's own meaning (see subclasses)."""
         raise NotImplementedError
 
-    def state(self) -> dict[str, Any]:
+    def state(self, *, requests: bool = True) -> dict[str, Any]:
+        """Ground truth; ``requests=False`` leaves out the finished-request records (cheap to poll often)."""
         s = self.scheduler
-        return {
+        out = {
             "engine": self.name,
             "model": self.model,
             "time": time.time(),
@@ -227,8 +228,10 @@ class Flavour:
             "kv_blocks_used": s.pool.num_used,
             "block_size": s.config.block_size,
             "counters": self.ground_truth(),
-            "requests": list(self.recent),
         }
+        if requests:
+            out["requests"] = list(self.recent)
+        return out
 
     # ------------------------------------------------------------------ metrics
     def metrics_families(self) -> list[Family]:
