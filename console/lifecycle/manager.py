@@ -192,14 +192,15 @@ class LifecycleManager:
 
     # ================================================================= blocking helpers (headless)
     def wait(self, name: str, until: Collection[Phase] = READY_OR_END, timeout: float | None = None) -> InstanceState:
-        """Block until the instance reaches one of ``until`` (or a terminal phase). Not for event loops."""
+        """Block until the instance reaches one of ``until`` (or a terminal phase). Not for event loops.
+        Reads the published state: an ending is seen once what it leaves behind is cleaned up."""
         slot = self._slot(name)
         deadline = None if timeout is None else self._clock() + timeout
         stop_at = set(until) | set(TERMINAL)
         with self._cond:
             while True:
                 with slot.lock:
-                    st = slot.machine.state
+                    st = slot.published or slot.machine.state
                 if st.phase in stop_at:
                     return st
                 left = None if deadline is None else deadline - self._clock()
