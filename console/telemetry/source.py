@@ -64,3 +64,6 @@ class FleetSource(Protocol):
 
     def set_paused(self, paused: bool) -> None:
         """While paused, collection continues to be skipped and no snapshot is published."""
+
+    def set_detail(self, name: str | None) -> None:
+        """Keep every raw series of engine ``name`` in its snapshots (a reader shows them); None for none."""

@@ -6,17 +6,20 @@ changes anything outside the console (``mutating``), and a handler. ``--read-onl
 mutating action from help and the palette; its key stays bound only to say that it is disabled.
 
 This module imports nothing from Textual so it can be reasoned about (and tested) on its own; the
-handler receives the running app as an opaque object.
+handler receives the running console as its ``DeckHost`` (console/ui/host.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-# A handler gets the app (typed loosely to keep this module UI-library free) and may be async.
-Handler = Callable[[Any], "Awaitable[None] | None"]
+if TYPE_CHECKING:
+    from console.ui.host import DeckHost
+
+# A handler gets the console it runs in and may be async.
+Handler = Callable[["DeckHost"], "Awaitable[None] | None"]
 
 # Keys a destructive action must never use: navigation habits (vim motions, arrows, paging) and
 # anything a finger might hit while scrolling (k9s #1121/#1391).

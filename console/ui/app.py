@@ -15,7 +15,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,6 +32,8 @@ from console.resources import data_dir
 from console.telemetry.source import FleetSource
 from console.ui.actions import Action, ActionRegistry, display_key
 from console.ui.control import LifecycleControl
+from console.ui.host import DeckHost, HostApp
+from console.ui.host import UiOptions as UiOptions  # re-exported: callers build the app with it
 from console.ui.messages import FleetUpdated, LifecycleDone
 from console.ui.palette import ActionsProvider
 from console.ui.screens import ScreenSpec, screen_specs
@@ -63,18 +64,9 @@ def auto_layout(width: int, height: int) -> str:
     return "default"
 
 
-@dataclass(frozen=True, slots=True)
-class UiOptions:
-    read_only: bool = False
-    layout: str = "auto"
-    mouse: bool = True
-    simulated: bool = False
-    title: str = ""
-    # Shown on the no-configuration screen (None = engines are configured).
-    setup_config_path: str | None = None
+class DeckApp(App[str | None], HostApp, inherit_bindings=False):
+    """The console: the ``DeckHost`` (console/ui/host.py) of its screens, pop-ups, palette and actions."""
 
-
-class DeckApp(App[str | None], inherit_bindings=False):
     TITLE = "enginedeck"
     COMMANDS: ClassVar = {ActionsProvider}
     ENABLE_COMMAND_PALETTE = True
@@ -113,17 +105,20 @@ class DeckApp(App[str | None], inherit_bindings=False):
         self._first_frame_file = os.environ.get("ENGINEDECK_FIRST_FRAME_FILE", "")
         self.specs: dict[str, ScreenSpec] = screen_specs()
         self.registry = ActionRegistry()
-        for a in _global_actions():
+        for a in _global_actions(self):
             self.registry.register(a)
         for spec in self.specs.values():
             for a in spec.actions:
                 self.registry.register(a)
-        for a in _control_actions():
+        for a in _control_actions(self):
             self.registry.register(a)
         # The footer lists bindings in the order they were bound: a screen's own keys first, so that
         # at 80 columns they are the ones shown, then the global ones.
         for a in sorted(self.registry, key=lambda a: not a.screens):
             self._bind_action(a)
+
+    def deck_host(self) -> DeckHost:
+        return self
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -276,9 +271,8 @@ class DeckApp(App[str | None], inherit_bindings=False):
             self.set_class(n == name, f"layout-{n}")
         self.layout_name = name
         for screen in self.screen_stack:
-            hook = getattr(screen, "layout_changed", None)
-            if callable(hook):
-                hook(name)
+            if isinstance(screen, DeckScreen):
+                screen.layout_changed(name)
 
     # -- navigation ----------------------------------------------------------------------------
 
@@ -302,9 +296,7 @@ class DeckApp(App[str | None], inherit_bindings=False):
             return
         if isinstance(self.focused, Input | TextArea) and isinstance(s, DeckScreen):
             # Escape first leaves the text box (every plain-letter key works again), then goes back.
-            home = getattr(s, "home_focus", None)
-            target = home() if callable(home) else None
-            s.set_focus(target)
+            s.set_focus(s.home_focus())
             return
         if len(self.screen_stack) > 2:
             await self.pop_screen()
@@ -394,8 +386,9 @@ class DeckApp(App[str | None], inherit_bindings=False):
         from console.errors import UserError
         from console.lifecycle.errors import translate_docker_error
 
+        act = {"start": ctl.start, "stop": ctl.stop, "restart": ctl.restart}[verb]
         try:
-            getattr(ctl, verb)(engine)
+            act(engine)
         except UserError as exc:
             self.post_message(LifecycleDone(verb, engine, exc.message))
         except Exception as exc:  # a Docker/HTTP error that was not translated yet: one line, as the CLI says it
@@ -416,24 +409,26 @@ def _write_first_frame(path: str) -> None:
         f.write(f"{time.time():.6f}\n")
 
 
-def _global_actions() -> list[Action]:
-    async def quit_(app: DeckApp) -> None:
+def _global_actions(app: DeckApp) -> list[Action]:
+    """The app's own actions (handlers act on ``app``, whatever host they are handed)."""
+
+    async def quit_(_: DeckHost) -> None:
         app.exit(None)
 
-    async def help_(app: DeckApp) -> None:
+    async def help_(_: DeckHost) -> None:
         await app.open_help()
 
-    def palette(app: DeckApp) -> None:
+    def palette(_: DeckHost) -> None:
         app.action_command_palette()
 
-    def pause(app: DeckApp) -> None:
+    def pause(_: DeckHost) -> None:
         if app.source is not None:
             app.set_paused(not app.source.paused)
 
-    async def back(app: DeckApp) -> None:
+    async def back(_: DeckHost) -> None:
         await app.go_back()
 
-    async def explain(app: DeckApp) -> None:
+    async def explain(_: DeckHost) -> None:
         await app.open_explain()
 
     return [
@@ -443,25 +438,25 @@ def _global_actions() -> list[Action]:
         Action("back", "escape", "Back / close", "Global", back, footer=False),
         Action("explain", "e", "Explain the metric under the cursor", "Global", explain, short="explain"),
         Action("pause", "space,p", "Pause / resume collection", "Global", pause, short="pause"),
-        Action("faster", "plus,equals_sign", "Refresh faster", "Global", lambda app: app.step_refresh(-1),
+        Action("faster", "plus,equals_sign", "Refresh faster", "Global", lambda _: app.step_refresh(-1),
                footer=False, key_display="+"),
-        Action("slower", "minus", "Refresh slower", "Global", lambda app: app.step_refresh(+1), footer=False),
-        Action("layout", "L", "Cycle layout (auto/compact/default/wide)", "Global", lambda app: app.cycle_layout(),
+        Action("slower", "minus", "Refresh slower", "Global", lambda _: app.step_refresh(+1), footer=False),
+        Action("layout", "L", "Cycle layout (auto/compact/default/wide)", "Global", lambda _: app.cycle_layout(),
                footer=False),
         Action("overview", "o,1", "Overview: all engines and GPUs", "Navigate",
-               lambda app: app.show_screen("overview"), footer=False),
+               lambda host: host.show_screen("overview"), footer=False),
         Action("gpus", "g,3", "GPUs: per-GPU history and processes", "Navigate",
-               lambda app: app.show_screen("gpus"), footer=False),
+               lambda host: host.show_screen("gpus"), footer=False),
     ]
 
 
-def _control_actions() -> list[Action]:
+def _control_actions(app: DeckApp) -> list[Action]:
     screens = ("overview", "engine")
     return [
-        Action("restart", "R", "Restart engine", "Engine control", lambda app: app.control("restart"),
+        Action("restart", "R", "Restart engine", "Engine control", lambda _: app.control("restart"),
                mutating=True, screens=screens, footer=False),
-        Action("stop", "X", "Stop engine", "Engine control", lambda app: app.control("stop"),
+        Action("stop", "X", "Stop engine", "Engine control", lambda _: app.control("stop"),
                mutating=True, screens=screens, footer=False),
-        Action("start", "U", "Start engine", "Engine control", lambda app: app.control("start"),
+        Action("start", "U", "Start engine", "Engine control", lambda _: app.control("start"),
                mutating=True, screens=screens, footer=False),
     ]

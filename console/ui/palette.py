@@ -3,34 +3,32 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from console.ui.actions import Action, display_key
-
-if TYPE_CHECKING:
-    from console.ui.app import DeckApp
+from console.ui.host import host_of
+from console.ui.screens.base import DeckScreen
 
 
 class ActionsProvider(Provider):
     def _actions(self) -> list[Action]:
-        from console.ui.app import DeckApp
-
-        app = self.app
-        if not isinstance(app, DeckApp):
+        host = host_of(self.app)
+        if host is None:
             return []
         # Textual hands providers the screen the palette was opened from.
-        name = getattr(self.screen, "deck_name", "") or type(self.screen).__name__
+        screen = self.screen
+        name = (screen.deck_name if isinstance(screen, DeckScreen) else "") or type(screen).__name__
         return [
             a
-            for a in app.registry.visible(read_only=app.options.read_only)
+            for a in host.registry.visible(read_only=host.options.read_only)
             if a.id != "palette" and a.available_on(name)
         ]
 
     def _run(self, action_id: str) -> None:
-        app: DeckApp = self.app  # type: ignore[assignment]
-        app.call_later(app.run_deck_action, action_id)
+        host = host_of(self.app)
+        if host is not None:
+            self.app.call_later(host.run_deck_action, action_id)
 
     async def discover(self) -> Hits:
         for a in self._actions():

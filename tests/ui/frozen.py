@@ -165,6 +165,7 @@ class FrozenSource:
         self._listeners: list[Listener] = []
         self._refresh = 1.0
         self._paused = False
+        self.detail: str | None = None  # the engine whose raw series a screen asked for
         self.started = False
         self.lock = threading.Lock()
 
@@ -194,6 +195,9 @@ class FrozenSource:
 
     def set_paused(self, paused: bool) -> None:
         self._paused = paused
+
+    def set_detail(self, name: str | None) -> None:
+        self.detail = name
 
     def publish(self, fleet: FleetSnapshot) -> None:
         """Deliver ``fleet`` to subscribers from a separate thread, like a real collector."""

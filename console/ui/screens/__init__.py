@@ -21,9 +21,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from console.ui.actions import Action
+
+if TYPE_CHECKING:
+    from console.ui.host import DeckHost
+    from console.ui.screens.base import DeckScreen
 
 # One line per screen module (console.ui.screens.<name>), in navigation order.
 SCREEN_MODULES: tuple[str, ...] = ("overview", "engine", "gpus", "playground", "bench")
@@ -33,8 +37,8 @@ SCREEN_MODULES: tuple[str, ...] = ("overview", "engine", "gpus", "playground", "
 class ScreenSpec:
     name: str
     title: str
-    # factory(app, target) -> Screen; target is e.g. the engine name for the detail screen.
-    factory: Callable[[Any, str | None], Any]
+    # factory(host, target) -> the screen; target is e.g. the engine name for the detail screen.
+    factory: Callable[[DeckHost, str | None], DeckScreen]
     actions: tuple[Action, ...] = ()
     needs_engine: bool = False  # opened for the engine under the cursor
 

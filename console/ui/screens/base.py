@@ -1,19 +1,21 @@
-"""What every data screen shares: the top bar, the footer, and the fleet-update hook."""
+"""What every data screen shares: the top bar, the footer, and the fleet-update hook.
+
+Screens see the app through the ``DeckHost`` protocol (console/ui/host.py), never the app module.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.screen import Screen
+from textual.widget import Widget
 
 from console.model import FleetSnapshot
 from console.target import EngineTarget
 from console.ui import format as fmt
+from console.ui.host import DeckHost, host_of
 from console.ui.widgets.line import Line
-
-if TYPE_CHECKING:
-    from console.ui.app import DeckApp
 
 
 class TopBar(Line):
@@ -23,7 +25,7 @@ class TopBar(Line):
     TopBar { height: 1; background: $panel; color: $text; }
     """
 
-    def draw(self, app: DeckApp, title: str) -> None:
+    def draw(self, app: DeckHost, title: str) -> None:
         fleet = app.fleet
         t = Text()
         t.append(" enginedeck ", style="bold reverse")
@@ -59,11 +61,11 @@ class DeckScreen(Screen[None]):
     deck_title: ClassVar[str] = ""
 
     @property
-    def deck(self) -> DeckApp:
-        from console.ui.app import DeckApp
-
-        assert isinstance(self.app, DeckApp)
-        return self.app
+    def deck(self) -> DeckHost:
+        """The console this screen is part of."""
+        host = host_of(self.app)
+        assert host is not None, "a deck screen runs in the console app"
+        return host
 
     def show_fleet(self, fleet: FleetSnapshot) -> None:
         """Redraw from ``fleet``; called on every snapshot while this screen is active."""
@@ -86,13 +88,20 @@ class DeckScreen(Screen[None]):
         """Handle Escape locally (close a filter...); True when handled."""
         return False
 
+    def home_focus(self) -> Widget | None:
+        """Where Escape from a text box puts the focus (None: nowhere in particular)."""
+        return None
+
+    def layout_changed(self, name: str) -> None:
+        """The app switched to layout ``name`` (compact, default, wide)."""
+
     def on_screen_resume(self) -> None:
         if self.deck.fleet is not None:
             self.show_fleet(self.deck.fleet)
         self.refresh_top()
 
 
-def console_engines(app: DeckApp) -> list[EngineTarget]:
+def console_engines(app: DeckHost) -> list[EngineTarget]:
     """The engines this console knows: its configured instances, else the engines the fleet
     snapshot shows (with their profiles; no API key then)."""
     if app.instances:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -20,9 +21,13 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Static
 
 from console.ui.actions import Action
+from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar, console_engines
 from console.ui.widgets.footer import DeckFooter
+
+if TYPE_CHECKING:
+    from console.client.bench import BenchConfig
 
 # (label, default, placeholder, id): the form, in reading order (two rows of three).
 FORM: tuple[tuple[str, str, str, str], ...] = (
@@ -52,7 +57,7 @@ class BenchScreen(DeckScreen):
     BenchScreen #bench-notes { height: auto; max-height: 6; padding: 0 1; }
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: DeckHost) -> None:
         super().__init__()
         self.doc: dict[str, Any] | None = None
         self._stop = threading.Event()
@@ -82,7 +87,7 @@ class BenchScreen(DeckScreen):
     def focus_form(self) -> None:
         self.query_one("#bench-engines", Input).focus()
 
-    def _config(self) -> Any:
+    def _config(self) -> BenchConfig:
         from console.client.bench import BenchConfig
         from console.client.loadgen import LevelSpec
         from console.client.stream import GenParams
@@ -112,12 +117,13 @@ class BenchScreen(DeckScreen):
         )  # fmt: skip
 
     def _gpu_source(self) -> str:
-        fleet = getattr(self.app, "fleet", None)
-        gpus = getattr(fleet, "gpus", None)
-        source = getattr(gpus, "source", "none")
-        if source == "simulated":
+        fleet = self.deck.fleet
+        if fleet is None:
+            return "none"
+        gpus = fleet.gpus
+        if gpus.source == "simulated":
             return "simulated"
-        return "nvml" if source == "nvml" and not getattr(gpus, "unavailable_reason", "") else "none"
+        return "nvml" if gpus.source == "nvml" and not gpus.unavailable_reason else "none"
 
     def start(self) -> None:
         if self._bench_running:
@@ -138,7 +144,7 @@ class BenchScreen(DeckScreen):
             self._stop.set()
 
     @work(thread=True, exclusive=True, group="bench")
-    def _run(self, cfg: Any) -> None:
+    def _run(self, cfg: BenchConfig) -> None:
         import asyncio
 
         from console.client.bench import BenchFailed, check_ready, run_in_subprocess
@@ -262,16 +268,16 @@ def save_folders() -> list[Path]:
     return [Path.cwd(), state_dir() / "bench"]
 
 
-def _on_bench(method: str) -> Any:
-    def handler(app: Any) -> None:
+def _on_bench(fn: Callable[[BenchScreen], None]) -> Callable[[DeckHost], None]:
+    def handler(app: DeckHost) -> None:
         s = app.screen
         if isinstance(s, BenchScreen):
-            getattr(s, method)()
+            fn(s)
 
     return handler
 
 
-def _screen(app: Any, target: str | None) -> BenchScreen:
+def _screen(app: DeckHost, target: str | None) -> BenchScreen:
     return BenchScreen(app)
 
 
@@ -280,12 +286,12 @@ ACTIONS: tuple[Action, ...] = (
            lambda app: app.show_screen("bench"), footer=False),
     # Plain letters besides the F-keys (lost over SSH, tmux, laptops); F-keys also work in the form.
     Action("bench_form", "i", "Bench: edit the form (tab moves between fields, esc leaves)", "Bench",
-           _on_bench("focus_form"), screens=("bench",), short="edit"),
-    Action("bench_run", "r,f9", "Bench: run", "Bench", _on_bench("start"), screens=("bench",), short="run"),
-    Action("bench_stop", "x,f10", "Bench: stop the run", "Bench", _on_bench("stop"), screens=("bench",),
+           _on_bench(lambda s: s.focus_form()), screens=("bench",), short="edit"),
+    Action("bench_run", "r,f9", "Bench: run", "Bench", _on_bench(lambda s: s.start()), screens=("bench",), short="run"),
+    Action("bench_stop", "x,f10", "Bench: stop the run", "Bench", _on_bench(lambda s: s.stop()), screens=("bench",),
            short="stop"),
-    Action("bench_save", "s", "Bench: save the results (JSON and Markdown; says where)", "Bench", _on_bench("save"),
-           screens=("bench",), short="save"),
+    Action("bench_save", "s", "Bench: save the results (JSON and Markdown; says where)", "Bench",
+           _on_bench(lambda s: s.save()), screens=("bench",), short="save"),
 )
 
 register_screen(ScreenSpec("bench", "Bench", _screen, ACTIONS))

@@ -6,7 +6,6 @@ Only the visible tab is redrawn on a refresh.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -19,6 +18,7 @@ from console.config import mask_secrets
 from console.model import EngineSnapshot, FleetSnapshot, RawSeries
 from console.ui import format as fmt
 from console.ui.actions import Action
+from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
 from console.ui.screens.overview import short_name
@@ -77,7 +77,7 @@ def raw_key(r: RawSeries) -> str:
     return r.name + "{" + ",".join(f'{k}="{v}"' for k, v in r.labels) + "}"
 
 
-def identity_table(e: EngineSnapshot, app: Any, now: float) -> Table:
+def identity_table(e: EngineSnapshot, app: DeckHost, now: float) -> Table:
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold", no_wrap=True)
     t.add_column()
@@ -207,9 +207,8 @@ class EngineScreen(DeckScreen):
 
     def _want_raw(self, engine: str | None) -> None:
         # Every raw series is parsed only while this screen shows them (the hub's set_detail).
-        set_detail = getattr(self.deck.source, "set_detail", None)
-        if callable(set_detail):
-            set_detail(engine)
+        if self.deck.source is not None:
+            self.deck.source.set_detail(engine)
 
     def _snap(self, fleet: FleetSnapshot) -> EngineSnapshot | None:
         return fleet.engine(self.engine)
@@ -389,13 +388,13 @@ class EngineScreen(DeckScreen):
         return False
 
 
-def _screen(app: Any, target: str | None) -> EngineScreen:
+def _screen(app: DeckHost, target: str | None) -> EngineScreen:
     assert target is not None
     return EngineScreen(target)
 
 
-def _on_engine(fn: Callable[[EngineScreen], None]) -> Callable[[Any], None]:
-    def handler(app: Any) -> None:
+def _on_engine(fn: Callable[[EngineScreen], None]) -> Callable[[DeckHost], None]:
+    def handler(app: DeckHost) -> None:
         if isinstance(app.screen, EngineScreen):
             fn(app.screen)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -14,6 +13,7 @@ from textual.widgets import DataTable, Static
 from console.model import FleetSnapshot, GpuSnapshot
 from console.ui import format as fmt
 from console.ui.actions import Action
+from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
 from console.ui.screens.overview import GPU_COLUMNS, gpu_cells, gpu_columns_for, gpu_title, short_name
@@ -205,7 +205,7 @@ def proc_columns(width: int) -> list[tuple[str, str, int]]:
     return cols
 
 
-def _screen(app: Any, target: str | None) -> GpuScreen:
+def _screen(app: DeckHost, target: str | None) -> GpuScreen:
     return GpuScreen(target)
 
 

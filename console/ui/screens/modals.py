@@ -17,6 +17,7 @@ from console.profiles import EngineProfile
 from console.ui import format as fmt
 from console.ui.actions import ActionRegistry, display_key
 from console.ui.explain_rows import explain_key
+from console.ui.host import host_of
 
 
 def help_table(registry: ActionRegistry, *, read_only: bool) -> Table:
@@ -38,16 +39,14 @@ class _Popup(ModalScreen[None]):
     so the global keys work with a pop-up open too (ctrl+q quits from anywhere: a priority binding)."""
 
     async def on_key(self, event: events.Key) -> None:
-        registry = getattr(self.app, "registry", None)
-        if registry is None:
+        host = host_of(self.app)
+        if host is None:
             return
-        for a in registry:
+        for a in host.registry:
             if a.group == "Navigate" and event.key in [k.strip() for k in a.keys.split(",")]:
                 event.stop()
                 self.dismiss(None)
-                run = getattr(self.app, "run_deck_action", None)
-                if callable(run):
-                    self.app.call_later(run, a.id)
+                self.app.call_later(host.run_deck_action, a.id)
                 return
 
     async def action_dismiss(self, result: None = None) -> None:

@@ -27,6 +27,7 @@ from console.model import (
 )
 from console.ui import format as fmt
 from console.ui.actions import Action
+from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
 from console.ui.widgets.chart import block_chart, spark
@@ -70,7 +71,7 @@ class Column:
     label: str
     width: int
     metric: str  # explain key
-    render: Callable[[EngineSnapshot, Any], Text]
+    render: Callable[[EngineSnapshot, _Ctx], Text]
     sort: Callable[[EngineSnapshot], Any] | None = None
     priority: int = 9  # columns are kept by priority until the terminal width is used up
 
@@ -527,19 +528,19 @@ class OverviewScreen(DeckScreen):
         await self.deck.show_screen("engine", str(event.cell_key.row_key.value))
 
 
-def _screen(app: Any, target: str | None) -> OverviewScreen:
+def _screen(app: DeckHost, target: str | None) -> OverviewScreen:
     return OverviewScreen()
 
 
-def _on_overview(fn: Callable[[OverviewScreen], None]) -> Callable[[Any], None]:
-    def handler(app: Any) -> None:
+def _on_overview(fn: Callable[[OverviewScreen], None]) -> Callable[[DeckHost], None]:
+    def handler(app: DeckHost) -> None:
         if isinstance(app.screen, OverviewScreen):
             fn(app.screen)
 
     return handler
 
 
-async def _open(app: Any) -> None:
+async def _open(app: DeckHost) -> None:
     await app.show_screen("engine")
 
 

@@ -16,7 +16,7 @@ event loop; the logic lives in ``console.client.playground``.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -39,10 +39,12 @@ from console.client.playground import (
     parse_params,
     send_turn,
 )
+from console.client.stream import GenParams
 from console.client.timing import RequestRecord
 from console.model import FleetSnapshot
 from console.target import EngineTarget
 from console.ui.actions import Action
+from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar, console_engines
 from console.ui.widgets.chart import spark
@@ -137,7 +139,7 @@ class PlaygroundScreen(DeckScreen):
     PlaygroundScreen #pg-prompt { height: 3; }
     """
 
-    def __init__(self, app: Any, target: str | None) -> None:
+    def __init__(self, app: DeckHost, target: str | None) -> None:
         super().__init__()
         self.engines = console_engines(app)
         self.active = 0
@@ -149,6 +151,7 @@ class PlaygroundScreen(DeckScreen):
         self.history: list[Turn] = []
         self._cancels: list[Cancellable] = []
         self._streaming = False
+        self._transcript = ""  # the conversation shown above the streaming reply
 
     # -- layout ------------------------------------------------------------------------------------------------
 
@@ -302,7 +305,7 @@ class PlaygroundScreen(DeckScreen):
         return {"running": snap.total.running, "waiting": snap.total.waiting, "kv_usage": snap.total.kv_usage}
 
     @work(exclusive=True, group="playground")
-    async def _send(self, text: str, params: Any) -> None:
+    async def _send(self, text: str, params: GenParams) -> None:
         import asyncio
 
         engines = [self.current, self.other] if self.split and len(self.engines) > 1 else [self.current]
@@ -359,7 +362,7 @@ class PlaygroundScreen(DeckScreen):
             return
         for pane in (self.query_one("#pane-a", _Pane), self.query_one("#pane-b", _Pane)):
             if pane.display and pane.record is not None:
-                await pane.redraw(getattr(self, "_transcript", ""))
+                await pane.redraw(self._transcript)
 
     def _add_history_row(self, turn: Turn) -> None:
         m = turn.metrics
@@ -393,16 +396,16 @@ def _transcript(messages: Sequence[dict[str, Any]], user: str) -> str:
     return "\n\n".join(parts) + "\n\n**assistant**: "
 
 
-def _on_pg(method: str, *args: Any) -> Any:
-    def handler(app: Any) -> None:
+def _on_pg(fn: Callable[[PlaygroundScreen], None]) -> Callable[[DeckHost], None]:
+    def handler(app: DeckHost) -> None:
         s = app.screen
         if isinstance(s, PlaygroundScreen):
-            getattr(s, method)(*args)
+            fn(s)
 
     return handler
 
 
-def _screen(app: Any, target: str | None) -> PlaygroundScreen:
+def _screen(app: DeckHost, target: str | None) -> PlaygroundScreen:
     return PlaygroundScreen(app, target)
 
 
@@ -413,20 +416,20 @@ ACTIONS: tuple[Action, ...] = (
     # Every F-key has a plain letter too (F-keys get lost over SSH, tmux and laptop keyboards); the
     # letters work outside the prompt, the F-keys also inside it.
     Action("pg_prompt", "i", "Playground: type a prompt (Enter sends, esc leaves the box)", "Playground",
-           _on_pg("focus_prompt"), screens=SCREENS, short="prompt"),
+           _on_pg(lambda s: s.focus_prompt()), screens=SCREENS, short="prompt"),
     Action("pg_cycle", "n,f2", "Playground: next engine (keeps the conversation)", "Playground",
-           _on_pg("cycle_engine"), screens=SCREENS, short="engine"),
+           _on_pg(lambda s: s.cycle_engine()), screens=SCREENS, short="engine"),
     Action("pg_split", "v,f3", "Playground: split view, same prompt to two engines", "Playground",
-           _on_pg("toggle_split"), screens=SCREENS, short="split"),
-    Action("pg_curl", "c,f4", "Playground: copy the last request as curl", "Playground", _on_pg("copy", "curl"),
-           screens=SCREENS, short="curl"),
-    Action("pg_json", "j,f5", "Playground: copy the last request as JSON", "Playground", _on_pg("copy", "json"),
-           screens=SCREENS, short="json", footer=False),
-    Action("pg_reply", "r,f6", "Playground: copy the last reply", "Playground", _on_pg("copy", "reply"),
+           _on_pg(lambda s: s.toggle_split()), screens=SCREENS, short="split"),
+    Action("pg_curl", "c,f4", "Playground: copy the last request as curl", "Playground",
+           _on_pg(lambda s: s.copy("curl")), screens=SCREENS, short="curl"),
+    Action("pg_json", "j,f5", "Playground: copy the last request as JSON", "Playground",
+           _on_pg(lambda s: s.copy("json")), screens=SCREENS, short="json", footer=False),
+    Action("pg_reply", "r,f6", "Playground: copy the last reply", "Playground", _on_pg(lambda s: s.copy("reply")),
            screens=SCREENS, short="reply"),
-    Action("pg_clear", "C,f7", "Playground: clear the conversation", "Playground", _on_pg("clear"),
+    Action("pg_clear", "C,f7", "Playground: clear the conversation", "Playground", _on_pg(lambda s: s.clear()),
            screens=SCREENS, short="clear", footer=False),
-    Action("pg_cancel", "x,f8", "Playground: cancel the streaming reply", "Playground", _on_pg("cancel"),
+    Action("pg_cancel", "x,f8", "Playground: cancel the streaming reply", "Playground", _on_pg(lambda s: s.cancel()),
            screens=SCREENS, short="cancel"),
 )
 

@@ -14,6 +14,7 @@ from textual.widgets import Footer, Input, TextArea
 from textual.widgets._footer import FooterKey
 
 from console.ui.actions import display_key
+from console.ui.host import host_of
 
 
 def _types(key: str) -> bool:
@@ -34,8 +35,9 @@ class DeckFooter(Footer):
 
     def compose(self) -> ComposeResult:
         width = self.app.size.width
+        host = host_of(self.app)
         # layouts/compact.tcss pads one column less around each key.
-        gap = 2 if getattr(self.app, "layout_name", "") == "compact" else 3
+        gap = 2 if host is not None and host.layout_name == "compact" else 3
         typing = isinstance(self.screen.focused, Input | TextArea)
         widgets: list[Widget] = [
             w
@@ -61,10 +63,11 @@ class DeckFooter(Footer):
     def _rank(self, w: Widget) -> tuple[int, int]:
         """A screen's own keys first, then the global ones, each in registry order (not in the order
         Textual met the key: `r` is bound by the playground and the bench)."""
-        registry = getattr(self.app, "registry", None)
+        host = host_of(self.app)
         action = w.action if isinstance(w, FooterKey) else ""
-        if registry is None or not action.startswith("deck('"):
+        if host is None or not action.startswith("deck('"):
             return (2, 0)
+        registry = host.registry
         aid = action[len("deck('") : -len("')")]
         order = [a.id for a in registry]
         if aid not in order:
