@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -28,11 +29,16 @@ from console.errors import UserError
 from console.sim.fleet_spec import FLEET_ENGINES, fleet_members
 
 if TYPE_CHECKING:  # the config module loads pydantic: only when the demo runs, not for --help
+    from typing import BinaryIO
+
     from console.config import Config, EngineInstance
 
 FLAVOURS = FLEET_ENGINES
 GPUS_PER_ENGINE = 2
 START_TIMEOUT = 60.0
+# On quit the simulators get this long to end by themselves before SIGKILL: they hold nothing worth
+# a graceful drain, and the shell should be back at once (a simulator drains its streams for 1 s).
+QUIT_GRACE = 0.5
 
 
 def register(sub: Any) -> None:
@@ -56,14 +62,14 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def demo_config(ports: dict[str, int], seed: int = 1) -> Config:
+def demo_config(ports: dict[str, int], seed: int = 1, suffix: str = "") -> Config:
     """The demo fleet as a configuration: one process-managed simulator per flavour (the members of
-    ``sim --fleet``: same models, KV pool and seeds)."""
+    ``sim --fleet``: same models, KV pool and seeds), named ``vllm-sim{suffix}``..."""
     from console.config import parse_config
 
     engines: dict[str, Any] = {}
     for member in fleet_members(FLAVOURS, seed=seed):
-        engines[f"{member.engine}-sim"] = {
+        engines[f"{member.engine}-sim{suffix}"] = {
             "profile": member.engine,
             "managed": "process",
             "port": ports[member.engine],
@@ -83,17 +89,27 @@ class DemoFleet:
         self.manager = manager
         self.load_proc: subprocess.Popen[bytes] | None = None
         self.log_path = log_path
+        self.slot = 1
+        self.slot_lock: BinaryIO | None = None  # held while this demo runs (console/commands/_demo_slots.py)
 
     @classmethod
     def start(cls, timeout: float = START_TIMEOUT, seed: int = 1) -> DemoFleet:
+        from console.commands._demo_slots import claim_slot, slot_suffix
         from console.lifecycle.manager import LifecycleManager
         from console.ports import free_port
 
-        config = demo_config({f: free_port() for f in FLAVOURS}, seed=seed)
-        manager = LifecycleManager(config)
+        # A demo already running for this user keeps its engines: this one runs its own, side by side.
+        slot, lock = claim_slot(lambda n: [f"{f}-sim{slot_suffix(n)}" for f in FLAVOURS])
+        try:
+            config = demo_config({f: free_port() for f in FLAVOURS}, seed=seed, suffix=slot_suffix(slot))
+            manager = LifecycleManager(config)
+        except BaseException:
+            lock.close()
+            raise
         log_fd, log_name = tempfile.mkstemp(prefix="enginedeck-demo-load-", suffix=".log")
         os.close(log_fd)
         fleet = cls(config, manager, Path(log_name))
+        fleet.slot, fleet.slot_lock = slot, lock
         try:
             futures = [manager.start(i.name) for i in config.instances]
             for f in futures:
@@ -160,15 +176,22 @@ class DemoFleet:
                     proc.wait(timeout=2)
 
     def stop(self, grace: float = 5.0) -> None:
-        """Stop the load, then every engine this process started. Idempotent."""
+        """Stop the load and every engine this process started, all at once. Idempotent."""
         from console.lifecycle.process_backend import cleanup_all
 
-        self._stop_load(grace)
+        proc = self.load_proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)  # it ends while the engines do
         cleanup_all(grace=grace)
+        self._stop_load(grace)
         with contextlib.suppress(Exception):
             self.manager.close()
         with contextlib.suppress(OSError):
             self.log_path.unlink()
+        if self.slot_lock is not None:
+            self.slot_lock.close()
+            self.slot_lock = None
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -182,7 +205,8 @@ def run_demo(args: argparse.Namespace) -> int:
     print("enginedeck demo: starting the simulated fleet…", file=sys.stderr)
     started = time.monotonic()
     fleet = DemoFleet.start()
-    print(f"enginedeck demo: fleet ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    side = f" (another demo is running: this one is slot {fleet.slot}, its own engines)" if fleet.slot > 1 else ""
+    print(f"enginedeck demo: fleet ready in {time.monotonic() - started:.1f} s{side}", file=sys.stderr)
     try:
         instances = fleet.instances()
         run_console(
@@ -197,5 +221,25 @@ def run_demo(args: argparse.Namespace) -> int:
             on_terminal_loss=fleet.on_terminal_loss,
         )
     finally:
-        fleet.stop()
+        _say(f"enginedeck demo: stopping {len(fleet.config.instances)} engines and the load…")
+        stopping = time.monotonic()
+        fleet.stop(grace=QUIT_GRACE)
+        _say(f"enginedeck demo: stopped in {time.monotonic() - stopping:.1f} s")
+        # The console leaves many small objects (history, snapshots); the collection the interpreter
+        # runs at exit took 1.8 s of the shell's wait here. They die with the process anyway.
+        gc.disable()
+        gc.freeze()
     return 0
+
+
+def _say(line: str) -> None:
+    """One line on stderr, only if the terminal takes it now: a lost or stalled terminal must not
+    keep the fleet running."""
+    import select
+
+    try:
+        fd = sys.stderr.fileno()
+        if select.select([], [fd], [], 0.1)[1]:
+            os.write(fd, (line + "\n").encode())
+    except (OSError, ValueError):
+        pass

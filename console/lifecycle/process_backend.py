@@ -96,10 +96,12 @@ class _LogFile:
 
 
 def _group_pids(pgid: int) -> set[int]:
+    """The group's running processes. A zombie has ended (our own children stay zombies until
+    reaped, and nobody may be waiting on them while the console quits): not counted."""
     out: set[int] = set()
-    for p in psutil.process_iter(["pid"]):
+    for p in psutil.process_iter(["pid", "status"]):
         try:
-            if os.getpgid(p.pid) == pgid:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) == pgid:
                 out.add(p.pid)
         except (ProcessLookupError, PermissionError, psutil.Error):
             continue
