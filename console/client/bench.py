@@ -30,7 +30,8 @@ from typing import Any
 from console.client.aggregate import record_dict, summarize
 from console.client.gpu import GpuSampler, SimulatedGpuCollect, default_collect
 from console.client.http import HTTPClient, HTTPError
-from console.client.loadgen import LevelRaw, LevelSpec, ProgressFn, Target, run_level
+from console.client.loadgen import LevelRaw, LevelSpec, Target, run_level
+from console.client.progress import BenchEvent, LevelDone, ProgressFn, RunStarted, SwapStarted
 from console.client.stream import EndpointKind, GenParams, auth_headers, length_mode, list_models
 from console.client.workloads import WorkloadSpec, generate
 from console.target import EngineTarget
@@ -204,10 +205,10 @@ async def _run_all(
         target = Target(e, models[ei], cfg.endpoint)
         if swapper is not None:
             if progress:
-                progress({"type": "swap", "engine": e.name})
+                progress(SwapStarted(e.name))
             swaps.append(await asyncio.to_thread(swapper.activate, e.name))
         if progress:
-            progress({"type": "run_start", "engine": e.name, "repeat": rep, "position": pos, "of": len(order)})
+            progress(RunStarted(e.name, rep, position=pos, of=len(order)))
         levels_out: list[dict[str, Any]] = []
         runs.append({"engine": e.name, "repeat": rep, "position": pos, "levels": levels_out})
         for li, spec in enumerate(cfg.levels):
@@ -232,12 +233,11 @@ async def _run_all(
             levels_out.append(summary)
             if progress:
                 lat = summary["latency"]
-                progress({
-                    "type": "level_done", "engine": e.name, "repeat": rep, "level": spec.label,
-                    "completed": summary["requests"]["completed"], "failed": summary["requests"]["failed"],
-                    "ttft_p50_ms": lat["ttft_ms"]["p50"], "tpot_p50_ms": lat["tpot_ms"]["p50"],
-                    "output_tput": summary["throughput"].get("output_tput"),
-                })  # fmt: skip
+                progress(LevelDone(
+                    e.name, rep, spec.label, completed=summary["requests"]["completed"],
+                    failed=summary["requests"]["failed"], ttft_p50_ms=lat["ttft_ms"]["p50"],
+                    tpot_p50_ms=lat["tpot_ms"]["p50"], output_tput=summary["throughput"].get("output_tput"),
+                ))  # fmt: skip
 
 
 def short_labels(engines: Sequence[EngineTarget]) -> list[str]:
@@ -403,6 +403,17 @@ def _version() -> str:
 
 
 # ---- child process -------------------------------------------------------------------------------------------
+# The child puts its progress events on the queue, then one _Result or _ChildFailed.
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    doc: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildFailed:
+    message: str  # one line: the exception's type and text
 
 
 def _child(cfg: BenchConfig, models: list[str], q: Any, quiet: bool = False) -> None:
@@ -415,15 +426,12 @@ def _child(cfg: BenchConfig, models: list[str], q: Any, quiet: bool = False) -> 
         os.dup2(devnull.fileno(), 2)
     _install_fast_loop()
 
-    def progress(ev: dict[str, Any]) -> None:
-        q.put(ev)
-
     try:
-        doc = asyncio.run(run_bench(cfg, models, progress, interruptible=True))
+        doc = asyncio.run(run_bench(cfg, models, q.put, interruptible=True))
     except BaseException as exc:  # report any failure as one line to the parent
-        q.put({"type": "error", "message": f"{type(exc).__name__}: {exc}"})
+        q.put(_ChildFailed(f"{type(exc).__name__}: {exc}"))
         return
-    q.put({"type": "result", "data": doc})
+    q.put(_Result(doc))
 
 
 class BenchFailed(Exception):
@@ -433,7 +441,7 @@ class BenchFailed(Exception):
 def run_in_subprocess(
     cfg: BenchConfig,
     models: Sequence[str],
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_progress: ProgressFn | None = None,
     *,
     should_stop: Callable[[], bool] | None = None,
     quiet: bool = False,
@@ -479,7 +487,7 @@ def run_in_subprocess(
 def _collect(
     proc: Any,
     q: Any,
-    on_progress: Callable[[dict[str, Any]], None] | None,
+    on_progress: ProgressFn | None,
     should_stop: Callable[[], bool] | None,
     *,
     deadline: float | None = None,
@@ -491,14 +499,14 @@ def _collect(
         if deadline is not None and time.monotonic() > deadline:
             raise BenchFailed(f"the bench process did not stop within {INTERRUPT_GRACE:g} s of Ctrl-C")
         try:
-            ev = q.get(timeout=0.2)
+            ev: BenchEvent | _Result | _ChildFailed = q.get(timeout=0.2)
         except _queue.Empty:
             if not proc.is_alive():
                 raise BenchFailed(f"bench process exited with code {proc.exitcode}") from None
             continue
-        if ev.get("type") == "result":
-            return dict(ev["data"])
-        if ev.get("type") == "error":
-            raise BenchFailed(str(ev.get("message")))
+        if isinstance(ev, _Result):
+            return ev.doc
+        if isinstance(ev, _ChildFailed):
+            raise BenchFailed(ev.message)
         if on_progress is not None:
             on_progress(ev)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns as _perf_ns  # the clock of every request timestamp (http.py's too)
 from typing import Any, Literal
@@ -24,6 +24,7 @@ import orjson
 from console.client.arrivals import Arrival, schedule
 from console.client.gpu import GpuSampler, SimulatedGpuCollect
 from console.client.http import HTTPClient
+from console.client.progress import LevelProgress, ProgressFn
 from console.client.servermetrics import LevelServerStats, MetricsScraper, counter_total, gauge
 from console.client.stream import EndpointKind, GenParams, LengthMode, auth_headers, build_body, endpoint_path
 from console.client.stream import stream_request as _stream_request
@@ -32,7 +33,6 @@ from console.client.workloads import Prompt
 from console.profiles import EngineProfile
 from console.target import EngineTarget
 
-ProgressFn = Callable[[dict[str, Any]], None]
 PROGRESS_HZ = 10.0
 # Stop sending in a level whose error rate exceeds this after at least STOP_MIN_REQUESTS (6.5 item 3).
 STOP_ERROR_RATE = 0.05
@@ -223,10 +223,8 @@ async def run_level(
         if not force and now - last_progress < 1e9 / PROGRESS_HZ:
             return
         last_progress = now
-        progress({
-            "type": "level_progress", "engine": target.name, "level": spec.label, "completed": completed,
-            "errors": errors, "total": len(bodies), "events": tokens_events,
-        })  # fmt: skip
+        progress(LevelProgress(target.name, spec.label, completed=completed, errors=errors, total=len(bodies),
+                               events=tokens_events))
 
     def done(rec: RequestRecord) -> None:
         nonlocal completed, errors, tokens_events, stop_reason, stopped_on_errors

@@ -149,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
     from console.client.bench import BenchFailed, check_ready, run_in_subprocess
     from console.client.http import HTTPError
+    from console.client.progress import BenchEvent, LevelDone, LevelProgress, RunStarted, SwapStarted
     from console.client.report import render_text, scrubbed, write_outputs
     from console.errors import UserError
 
@@ -164,27 +165,25 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(str(exc), exit_code=EXIT_UNREACHABLE) from None
     last = [0.0]
 
-    def progress(ev: dict[str, Any]) -> None:
+    def progress(ev: BenchEvent) -> None:
         if args.quiet:
             return
-        kind = ev.get("type")
         now = time.monotonic()
-        if kind == "swap":
-            print(f"swap: stopping the others, starting {ev['engine']} and waiting until ready", file=sys.stderr)
-        elif kind == "run_start":
-            print(f"[{ev['position'] + 1}/{ev['of']}] {ev['engine']} (repeat {ev['repeat'] + 1})", file=sys.stderr)
-        elif kind == "level_done":
-            ttft = ev.get("ttft_p50_ms")
-            tput = ev.get("output_tput")
+        if isinstance(ev, SwapStarted):
+            print(f"swap: stopping the others, starting {ev.engine} and waiting until ready", file=sys.stderr)
+        elif isinstance(ev, RunStarted):
+            print(f"[{ev.position + 1}/{ev.of}] {ev.engine} (repeat {ev.repeat + 1})", file=sys.stderr)
+        elif isinstance(ev, LevelDone):
+            ttft, tput = ev.ttft_p50_ms, ev.output_tput
             print(
-                f"    {ev['level']}: {ev['completed']} ok, {ev['failed']} failed"
+                f"    {ev.level}: {ev.completed} ok, {ev.failed} failed"
                 + (f", TTFT p50 {ttft:.1f} ms" if ttft is not None else "")
                 + (f", {tput:.0f} tok/s" if tput else ""),
                 file=sys.stderr,
             )
-        elif kind == "level_progress" and sys.stderr.isatty() and now - last[0] > 0.5:
+        elif isinstance(ev, LevelProgress) and sys.stderr.isatty() and now - last[0] > 0.5:
             last[0] = now
-            print(f"    {ev['level']}: {ev['completed']}/{ev['total']}", end="\r", file=sys.stderr)
+            print(f"    {ev.level}: {ev.completed}/{ev.total}", end="\r", file=sys.stderr)
 
     try:
         doc = run_in_subprocess(cfg, models, progress)

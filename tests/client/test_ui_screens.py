@@ -110,4 +110,8 @@ async def test_bench_screen_runs_in_a_child_process() -> None:
                 raise AssertionError(str(screen.query_one("#bench-progress").render())) from None
             table = screen.query_one("#bench-table", DataTable)
             assert table.row_count > 10
+            # The run's progress reached the screen (typed messages from its worker thread).
+            shown = str(screen.query_one("#bench-progress").render())
+            assert f"[1/2] {a.ref} (repeat 1)" in shown and f"[2/2] {b.ref} (repeat 1)" in shown, shown
+            assert shown.count("C=2: 8 ok, 0 failed") == 2, shown
             assert screen.doc is not None and len(screen.doc["runs"]) == 2

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from console.ui.actions import Action
 from console.ui.host import DeckHost
+from console.ui.messages import BenchDone, BenchProgress, BenchReady, BenchStopped
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar, console_engines
 from console.ui.widgets.footer import DeckFooter
@@ -150,40 +151,55 @@ class BenchScreen(DeckScreen):
         from console.client.bench import BenchFailed, check_ready, run_in_subprocess
         from console.client.http import HTTPError
 
+        # Worker thread: the results go to the screen as messages (post_message is thread-safe).
         try:
             models = asyncio.run(check_ready(cfg.engines))
-            self.app.call_from_thread(self._on_progress, {"type": "ready", "models": models})
-            doc = run_in_subprocess(cfg, models, lambda ev: self.app.call_from_thread(self._on_progress, ev),
+            self.post_message(BenchReady(models))
+            doc = run_in_subprocess(cfg, models, lambda ev: self.post_message(BenchProgress(ev)),
                                     should_stop=self._stop.is_set, quiet=True)  # fmt: skip
         except (HTTPError, BenchFailed) as exc:
-            self.app.call_from_thread(self._on_failed, str(exc))
+            self.post_message(BenchStopped(str(exc)))
             return
         finally:
             self._bench_running = False
-        self.app.call_from_thread(self._on_done, doc)
+        self.post_message(BenchDone(doc))
 
-    def _on_progress(self, ev: dict[str, Any]) -> None:
-        kind = ev.get("type")
-        if kind == "ready":
-            self._progress.append(f"ready: models {', '.join(ev['models'])}")
-        elif kind == "run_start":
-            self._progress.append(f"[{ev['position'] + 1}/{ev['of']}] {ev['engine']} (repeat {ev['repeat'] + 1})")
-        elif kind == "level_done":
-            ttft = ev.get("ttft_p50_ms")
+    @on(BenchReady)
+    def _on_ready(self, message: BenchReady) -> None:
+        self._progress.append(f"ready: models {', '.join(message.models)}")
+        self._show_progress()
+
+    @on(BenchProgress)
+    def _on_progress(self, message: BenchProgress) -> None:
+        from console.client.progress import LevelDone, LevelProgress, RunStarted
+
+        ev = message.event
+        if isinstance(ev, RunStarted):
+            self._progress.append(f"[{ev.position + 1}/{ev.of}] {ev.engine} (repeat {ev.repeat + 1})")
+        elif isinstance(ev, LevelDone):
+            ttft = ev.ttft_p50_ms
             self._progress.append(
-                f"   {ev['level']}: {ev['completed']} ok, {ev['failed']} failed"
+                f"   {ev.level}: {ev.completed} ok, {ev.failed} failed"
                 + (f", TTFT p50 {ttft:.1f} ms" if ttft is not None else "")
             )
-        elif kind == "level_progress":
-            line = f"   {ev['engine']} {ev['level']}: {ev['completed']}/{ev['total']} ({ev['errors']} errors)"
+        elif isinstance(ev, LevelProgress):
+            line = f"   {ev.engine} {ev.level}: {ev.completed}/{ev.total} ({ev.errors} errors)"
             if self._progress and self._progress[-1].startswith("   ") and "/" in self._progress[-1].split(":")[-1]:
                 self._progress[-1] = line
             else:
                 self._progress.append(line)
+        self._show_progress()
+
+    def _show_progress(self) -> None:
         self.query_one("#bench-progress", Static).update("\n".join(self._progress[-8:]))
 
-    def _on_failed(self, msg: str) -> None:
-        self.query_one("#bench-progress", Static).update(Text(f"benchmark failed: {msg}", style="bold red"))
+    @on(BenchStopped)
+    def _on_failed(self, message: BenchStopped) -> None:
+        self.query_one("#bench-progress", Static).update(Text(f"benchmark failed: {message.reason}", style="bold red"))
+
+    @on(BenchDone)
+    def _on_bench_done(self, message: BenchDone) -> None:
+        self._on_done(message.doc)
 
     def _on_done(self, doc: dict[str, Any]) -> None:
         from console.client.report import ROWS, column_labels, level_notes, table_rows

@@ -1,0 +1,58 @@
+"""How far a benchmark run is, as typed events.
+
+The load generator and the bench send them (from the bench's child process, through a queue: they
+pickle) to whoever shows progress: ``enginedeck bench`` prints them, the bench screen posts them to
+itself as a ``console.ui.messages.BenchProgress``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SwapStarted:
+    """Single-GPU A/B: the other engines are being stopped and ``engine`` started."""
+
+    engine: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """``engine`` begins its levels, run ``position`` of ``of`` in the ABBA order (both from 0 / a count)."""
+
+    engine: str
+    repeat: int
+    position: int
+    of: int
+
+
+@dataclass(frozen=True, slots=True)
+class LevelProgress:
+    """A level under way (at most ``loadgen.PROGRESS_HZ`` times a second)."""
+
+    engine: str
+    level: str
+    completed: int
+    errors: int
+    total: int  # requests in the level, warmup included
+    events: int  # token events received so far
+
+
+@dataclass(frozen=True, slots=True)
+class LevelDone:
+    """A level finished: its counts and headline figures (None when not measured)."""
+
+    engine: str
+    repeat: int
+    level: str
+    completed: int
+    failed: int
+    ttft_p50_ms: float | None
+    tpot_p50_ms: float | None
+    output_tput: float | None
+
+
+BenchEvent = SwapStarted | RunStarted | LevelProgress | LevelDone
+ProgressFn = Callable[[BenchEvent], object]  # what it returns is ignored
