@@ -41,9 +41,10 @@ from console.ui.screens.base import DeckScreen
 
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # Keys checked before the focused widget: quit must work from a text box and from every pop-up (a
-# plain q there is the box's letter, or closes the pop-up); enter opens the engine under the cursor
-# rather than being the table's own (hidden) binding, so the footer shows it.
-PRIORITY_KEYS = frozenset({"ctrl+q", "enter"})
+# plain q there is the box's letter, or closes the pop-up). Only keys whose order against the keys
+# typed before them does not matter: a priority binding runs before the focused widget has handled
+# the keys already queued for it (a fast "down down enter" would open the row the cursor left).
+PRIORITY_KEYS = frozenset({"ctrl+q"})
 LAYOUT_BASE = "base"  # always loaded; the others are scoped under `.layout-<name>`
 
 
@@ -156,8 +157,6 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
                 return False
             if not isinstance(self.screen, DeckScreen) and not isinstance(self.screen, ModalScreen):
                 return aid in ("quit", "help", "palette")  # e.g. the setup screen: no data to act on
-            if aid == "open" and isinstance(self.focused, Input | TextArea):
-                return False  # enter in a text box is the box's (the overview's filter keeps its text)
             return self.registry.get(aid).available_on(self.screen_name)
         return True
 

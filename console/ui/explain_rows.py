@@ -46,10 +46,20 @@ def explain_raw(series: str, profile: EngineProfile | None, *, engine_name: str 
         )
         return out
     shown = [key for key, info in METRICS.items() if set(info.canonical) & set(canon)]
-    out.append(f"The {profile.display_name} profile reads it as {', '.join(canon)}")
-    out.append(f", shown as: {', '.join(METRICS[k].title for k in shown)}.\n\n" if shown else ".\n\n")
-    if shown:
-        out.append_text(explain(shown[0], profile, engine_name=engine_name, simulated=simulated))
+    out.append(f"The {profile.display_name} profile reads it as:\n")
+    for c in canon:
+        m = profile.metrics.map[c]
+        out.append(f"  {c}: ", style="bold")
+        out.append(f"{' | '.join(m.names)}  [{m.kind}, {m.aggregate} over label series]\n")
+        if m.unit:
+            out.append(f"    raw unit: {m.unit}\n", style="dim")
+        if m.note:
+            out.append(f"    note: {m.note}\n", style="dim")
+    if not shown:
+        out.append("No console column shows it directly.\n", style="dim")
+        return out
+    out.append(f"Shown as: {', '.join(METRICS[k].title for k in shown)}.\n\n")
+    out.append_text(explain(shown[0], profile, engine_name=engine_name, simulated=simulated))
     return out
 
 

@@ -209,3 +209,20 @@ async def test_footer_at_80_columns_shows_the_screens_keys(make_app: AppFactory,
         assert used <= 80, (name, used, shown)
         for w in footer.children:
             assert w.region.right <= 80, (name, w)
+
+
+async def test_keys_typed_ahead_act_in_order(make_app: AppFactory) -> None:
+    """Keys that arrive together (a fast typist, a paste, a slow machine) act in the order typed:
+    "down down down enter" opens the row the cursor moved to, not the one it left."""
+    from textual import events
+
+    from console.ui.screens.engine import EngineScreen
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settle(pilot)
+        for key in ("down", "down", "down", "enter"):
+            app.post_message(events.Key(key, None))  # all queued before any is handled
+        await _settle(pilot)
+        await _settle(pilot)
+        assert isinstance(app.screen, EngineScreen) and app.screen.engine == "vllm-a"

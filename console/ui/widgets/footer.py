@@ -46,6 +46,7 @@ class DeckFooter(Footer):
             # names), but there they type: leave them out as it does q or ?.
             if not (typing and isinstance(w, FooterKey) and _types(w.key))
         ]
+        widgets += self._shadowed()
         widgets.sort(key=self._rank)
         palette = [w for w in widgets if w.has_class("-command-palette")]
         budget = width - sum(key_width(w, gap) + 2 for w in palette if isinstance(w, FooterKey))
@@ -59,6 +60,27 @@ class DeckFooter(Footer):
                 budget -= need
             yield w
         yield from palette
+
+    def _shadowed(self) -> list[Widget]:
+        """Screen keys whose key the focused widget also binds, hidden: the overview table's own
+        enter (select the cell) is what opens the engine, so the footer shows "⏎ detail" for it."""
+        host = host_of(self.app)
+        if host is None or isinstance(self.screen.focused, Input | TextArea):
+            return []  # in a text box its keys are its own (enter submits the box)
+        screen = getattr(self.screen, "deck_name", "")
+        active = self.screen.active_bindings
+        out: list[Widget] = []
+        for a in host.registry:
+            if not a.footer or not a.screens or not a.available_on(screen):
+                continue
+            for key in (k.strip() for k in a.keys.split(",")):
+                taken = active.get(key)
+                if taken is not None and not taken.binding.show and taken.node is not self.app:
+                    shown = a.key_display or display_key(key)
+                    fk = FooterKey(key, shown, a.short or a.description, f"deck('{a.id}')")
+                    out.append(fk.data_bind(compact=Footer.compact))
+                    break
+        return out
 
     def _rank(self, w: Widget) -> tuple[int, int]:
         """A screen's own keys first, then the global ones, each in registry order (not in the order
