@@ -125,6 +125,7 @@ class Trial:
     index: int
     start_s: float = 0.0  # command to a ready screen
     exit_s: float | None = None  # event to process end (None: did not end within --hang-after)
+    event_at: float = 0.0  # time.monotonic() of the event
     leftovers: list[str] = field(default_factory=list)
     policy_ok: bool = True
     policy_note: str = ""
@@ -247,7 +248,7 @@ def run_trial(t: Trial, console_argv: list[str], run_id: str, workdir: Path, arg
             if not _alive(console):
                 t.error = "console ended during the stall"
                 return t
-        event = time.monotonic()
+        event = t.event_at = time.monotonic()
         if t.method in ("kill-session", "stall"):
             tmux.cmd("kill-session", "-t", "c")
         elif t.method == "kill-server":

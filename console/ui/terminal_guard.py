@@ -8,31 +8,40 @@ their own, and when the deadline comes restores what it can of the terminal (its
 leave the alternate screen, show the cursor, stop mouse reporting, without blocking) and ends the
 process with ``os._exit``. A console that shuts down in time never reaches that point.
 
-Signals reach the thread through ``signal.set_wakeup_fd``: the C-level handler writes the signal
-number into a pipe in whatever thread the kernel picked, even while the main thread cannot run
-Python code. The Python-level handlers only write the same byte again (in case someone replaced
-the wakeup fd); they never raise, so no exception lands in the middle of a lock or a queue.
+Signals reach the guard without the main thread: the C-level handler writes the signal number
+into the ``signal.set_wakeup_fd`` pipe, in whatever thread the kernel picked, even while no Python
+code can run. That pipe is read by a helper process (console/ui/deadline_helper.py), which wakes
+this thread and, having an interpreter of its own, is the backstop: should this process still be
+there ``HELPER_EXTRA`` seconds after the deadline (a GIL starved on a busy machine), it restores
+the terminal and SIGKILLs the engines' process groups and the console. The Python-level handlers
+only wake this thread too; they never raise, so no exception lands in a lock or a queue.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
+import subprocess
+import sys
 import termios
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 DEADLINE = 1.5  # seconds from the event to the hard exit (the promise is "within 2 s")
+HELPER_EXTRA = 0.25  # the helper process kills what is still there this much later
 ACTION_MARGIN = 0.4  # the engine policy must be done this long before the hard exit
 SIGNALS = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
 HANGUP_EXIT = 128 + signal.SIGHUP
 _BEGIN = 0  # pipe byte: begin() was called (signal numbers are 1..64)
 _QUIT = 255  # pipe byte: close() on a normal end
+_HUNG_UP = 254  # pipe byte from the helper process: it saw the terminal hang up (its HANGUP_BYTE)
 # Leave the kitty keyboard protocol and the alternate screen; show the cursor; stop focus, mouse and
 # bracketed-paste reporting; line wrap back on.
 RESET = (b"\x1b[<u\x1b[?1049l\x1b[?25h\x1b[?1004l\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l"
@@ -45,8 +54,9 @@ class TerminalGuard:
     """Install in the main thread before the app runs; ``close`` after the cleanup that follows it."""
 
     def __init__(self, deadline: float = DEADLINE, *, tty_in: int | None = 0, tty_out: int | None = 2,
-                 exit_hard: Callable[[int], object] = os._exit) -> None:
+                 exit_hard: Callable[[int], object] = os._exit, helper_extra: float | None = HELPER_EXTRA) -> None:
         self.deadline = deadline
+        self.helper_extra = helper_extra  # None: no helper process
         self._tty_in = tty_in if tty_in is not None and _isatty(tty_in) else None
         self._tty_out = tty_out if tty_out is not None and _isatty(tty_out) else None
         self._exit_hard = exit_hard
@@ -61,6 +71,9 @@ class TerminalGuard:
         self._attrs: list[Any] | None = None
         self._reset_fd: int | None = None
         self._thread: threading.Thread | None = None
+        self._helper: subprocess.Popen[bytes] | None = None
+        self._lifeline: int | None = None
+        self._wakeup_w: int | None = None
         self._actions_done = threading.Event()
         # Whether the app's output was dropped (then its own terminal restore may be lost too).
         self.output_dropped: Callable[[], bool] | None = None
@@ -91,11 +104,38 @@ class TerminalGuard:
                 self._attrs = termios.tcgetattr(self._tty_in)  # before the app changes them
         if self._tty_out is not None:
             self._reset_fd = private_fd(self._tty_out)
-        self._old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        wakeup = self._start_helper(w)
+        self._old_wakeup = signal.set_wakeup_fd(wakeup if wakeup is not None else w, warn_on_full_buffer=False)
         for sig in SIGNALS:
             self._old_handlers[sig] = signal.signal(sig, self._noted)
         self._thread = threading.Thread(target=self._watch, name="enginedeck-deadline", daemon=True)
         self._thread.start()
+
+    def _start_helper(self, forward: int) -> int | None:
+        """Start the helper process; the write end of its signal pipe (for set_wakeup_fd), or None."""
+        if self.helper_extra is None:
+            return None
+        life_r, life_w = os.pipe()
+        sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        attrs = "-"
+        if self._attrs is not None:
+            a = list(self._attrs)
+            a[6] = [c[0] if isinstance(c, bytes) else c for c in a[6]]
+            attrs = json.dumps(a)
+        try:
+            self._helper = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(Path(__file__).with_name("deadline_helper.py")), str(life_r),
+                 str(sig_r), str(forward), str(os.getpid()), str(self.deadline + self.helper_extra), attrs],
+                pass_fds=(life_r, sig_r, forward), stdout=subprocess.DEVNULL)
+        except OSError:
+            for fd in (life_r, life_w, sig_r, sig_w):
+                os.close(fd)
+            return None
+        os.close(life_r)
+        os.close(sig_r)
+        self._lifeline = life_w
+        self._wakeup_w = sig_w
+        return sig_w
 
     def _noted(self, signum: int, frame: FrameType | None) -> None:
         self._poke(signum)
@@ -136,12 +176,18 @@ class TerminalGuard:
             signal.set_wakeup_fd(self._old_wakeup)
             for sig, old in self._old_handlers.items():
                 signal.signal(sig, old if old is not None else signal.SIG_DFL)
-        for fd in (*self._pipe, self._reset_fd):
+        for fd in (*self._pipe, self._reset_fd, self._lifeline, self._wakeup_w):
             if fd is not None:
                 with contextlib.suppress(OSError):
-                    os.close(fd)
+                    os.close(fd)  # the lifeline: the helper process ends
         self._pipe = None
-        self._reset_fd = None
+        self._reset_fd = self._lifeline = self._wakeup_w = None
+        if self._helper is not None:
+            try:
+                self._helper.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                self._helper.kill()
+                self._helper.wait()
 
     # ----------------------------------------------------------------- the guard thread
     def _watch(self) -> None:
@@ -164,6 +210,8 @@ class TerminalGuard:
                             return
                         if b == _BEGIN and not reason:
                             reason, code = self._begin_reason or "shutdown requested", HANGUP_EXIT
+                        elif b == _HUNG_UP and not reason:  # seen by the helper process
+                            reason, code = "the terminal hung up", HANGUP_EXIT
                         elif b in SIGNALS and not reason:
                             reason, code = f"{signal.Signals(b).name} received", 128 + b
                 elif ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL):

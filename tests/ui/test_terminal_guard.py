@@ -5,6 +5,7 @@ signal handlers back."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import signal
@@ -14,6 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,16 +23,23 @@ DEADLINE = 0.6
 SLACK = 2.0  # scheduling on a busy 2-core machine; the guard itself is exact to a few ms
 
 CHILD = textwrap.dedent("""
-    import os, queue, sys, time
+    import os, queue, subprocess, sys, threading, time
     from console.ui.terminal_guard import TerminalGuard
 
     out, deadline, mode = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-    g = TerminalGuard(deadline=deadline)
+    if mode == "starved":  # the deadline thread never gets to exit (a GIL it cannot get)
+        g = TerminalGuard(deadline=deadline, helper_extra=HELPER_EXTRA,
+                          exit_hard=lambda code: threading.Event().wait())
+        engine = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    else:  # the helper process late enough that the deadline thread always ends it first
+        g = TerminalGuard(deadline=deadline, helper_extra=5.0)
     g.add_action(lambda reason, by: open(out, "w").write(f"{reason}|{by - time.monotonic():.3f}"))
     g.add_final(lambda: open(out + ".final", "w").write("final"))
     g.install()
     print("ready", flush=True)
-    if mode == "block":
+    if mode in ("block", "starved"):
+        if mode == "starved":
+            print(engine.pid, flush=True)
         q = queue.Queue(1)
         q.put(1)
         q.put(2)  # blocks for good, as Textual's WriterThread.stop() did behind a dead writer
@@ -42,12 +51,14 @@ CHILD = textwrap.dedent("""
         print("not reached", flush=True)
     elif mode == "normal":
         import signal
+        print(g._helper.pid, flush=True)
         before = signal.getsignal(signal.SIGTERM)
         g.close()
         after = signal.getsignal(signal.SIGTERM)
         print("restored" if after is signal.SIG_DFL and before is not after
               and signal.set_wakeup_fd(-1) == -1 else "not restored", flush=True)
-""")
+""").replace("HELPER_EXTRA", "0.3")
+HELPER_EXTRA = 0.3
 
 
 def _start(tmp_path: Path, mode: str) -> tuple[subprocess.Popen[str], Path]:
@@ -134,6 +145,37 @@ def test_a_main_thread_that_finishes_its_cleanup_ends_before_the_deadline(tmp_pa
 def test_a_normal_end_gives_the_signals_back(tmp_path: Path) -> None:
     proc, _ = _start(tmp_path, "normal")
     assert proc.stdout is not None
+    helper = int(proc.stdout.readline())
     assert proc.stdout.readline().strip() == "restored"
     _wait(proc)
     assert proc.returncode == 0
+    assert not _running(helper)  # the helper process ended with the normal end
+
+
+def test_the_helper_process_ends_a_console_whose_deadline_thread_cannot(tmp_path: Path) -> None:
+    """The backstop: the helper, with an interpreter of its own, kills the console's own process
+    groups (its engines) and then the console, shortly after the deadline."""
+    proc, out = _start(tmp_path, "starved")
+    assert proc.stdout is not None
+    engine = int(proc.stdout.readline())
+    try:
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGHUP)
+        took = _wait(proc)
+        assert proc.returncode == -signal.SIGKILL
+        assert DEADLINE + HELPER_EXTRA - 0.1 <= took < DEADLINE + HELPER_EXTRA + SLACK
+        deadline = time.monotonic() + 5
+        while _running(engine) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(engine)
+        assert out.read_text().startswith("SIGHUP received|")  # the policy still ran in time
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(engine, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from console.ports import free_port
-from console.ui.terminal_guard import DEADLINE, HANGUP_EXIT
+from console.ui.terminal_guard import DEADLINE, HANGUP_EXIT, HELPER_EXTRA
 
 REPO = Path(__file__).resolve().parents[2]
 SLACK = 1.5  # a busy 2-core machine; the acceptance figure (2 s) comes from benchmarks/terminal_loss.py
@@ -121,17 +121,22 @@ def test_the_console_ends_within_the_deadline_when_its_terminal_goes(sim_url: st
     try:
         _read_until(master, b"ready", timeout=60)
         if stall:  # nobody reads any more, and every resize is a full repaint
-            for cols in (199, 200, 199, 200):
+            until = time.monotonic() + 30
+            cols = 199
+            while not _backed_up(pid) and time.monotonic() < until:
                 _size(master, 50, cols)
+                cols = 399 - cols
                 time.sleep(0.5)
-            time.sleep(1.0)
             assert _backed_up(pid), "the test did not stall the console's output"
+            time.sleep(1.0)
         os.close(master)
         master = -1
-        took, status = _wait_exit(pid, DEADLINE + SLACK + 8)
+        took, status = _wait_exit(pid, DEADLINE + HELPER_EXTRA + SLACK + 8)
         assert took is not None, "the console outlived its terminal"
-        assert took < DEADLINE + SLACK
-        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == HANGUP_EXIT
+        assert took < DEADLINE + HELPER_EXTRA + SLACK
+        # Its own exit, or on a machine too busy for that the helper process's SIGKILL.
+        assert (os.WIFEXITED(status) and os.WEXITSTATUS(status) == HANGUP_EXIT) or (
+            os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL)
     finally:
         if master >= 0:
             os.close(master)
