@@ -112,8 +112,8 @@ class FaultProxy:
             await self._wait_change(self.slow)  # a switch away from "slow" ends the delay early
             fault = self.fault
         if fault == "503":
-            body = {"error": {"message": "Service Unavailable (fault proxy)", "code": 503}}
-            return web.json_response(body, status=503, headers=close)
+            error = {"error": {"message": "Service Unavailable (fault proxy)", "code": 503}}
+            return web.json_response(error, status=503, headers=close)
         is_metrics = request.path == self.metrics_path
         if is_metrics and fault == "garbage":
             return web.Response(body=self._garbage, content_type="text/plain", headers=close)

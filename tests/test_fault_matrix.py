@@ -27,7 +27,7 @@ import pytest
 
 from console.config import parse_engine_ref
 from console.model import EngineSnapshot, FleetSnapshot, Phase
-from console.sim.fleet import free_port
+from console.ports import free_port
 from console.telemetry.hub import Hub
 
 REFRESH = 0.25
@@ -37,8 +37,10 @@ REFRESH = 0.25
 B_MAX_GAP = 2.0
 
 
-def _spawn(args: list[str], **kw: object) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", *args], start_new_session=True, **kw)  # type: ignore[call-overload]
+def _spawn(args: list[str], stdin: int | None = None, stdout: int | None = None,
+           stderr: int | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", *args], stdin=stdin, stdout=stdout, stderr=stderr,
+                            start_new_session=True)
 
 
 def _end(proc: subprocess.Popen[bytes] | None) -> None:
@@ -237,8 +239,15 @@ def _a_recovers(lab: Lab, cleared_at: float) -> None:
     before = lab.a().total
     assert before is not None
     gen0 = before.counters["generation_tokens"]
-    lab.wait_for("A's tokens move again", lambda: (lab.a().total.counters.get("generation_tokens") or 0) > gen0
-                 if lab.a().total else False)
+    lab.wait_for("A's tokens move again", lambda: _gen_tokens(lab.a()) > gen0)
+
+
+def _gen_tokens(e: EngineSnapshot) -> float:
+    return e.total.counters.get("generation_tokens", 0.0) if e.total else 0.0
+
+
+def _gauges_na(e: EngineSnapshot) -> bool:
+    return e.total is not None and e.total.running is None and e.total.kv_usage is None
 
 
 def _reason(e: EngineSnapshot) -> str:
@@ -288,18 +297,16 @@ def test_non_finite_values_leave_gauges_na_and_collection_alive(lab: Lab) -> Non
         # Every gauge is +Inf with a -Inf twin: no number for them (n/a), but counters and
         # collection go on, and nothing shows as inf or as the gauge's value from before.
         lab.wait_for("A's gauges n/a while its counters keep coming",
-                     lambda: lab.a().total is not None and lab.a().total.running is None
-                     and lab.a().total.kv_usage is None and (lab.a().metrics_freshness.updated_at or 0) > t_wall + 0.5)
+                     lambda: _gauges_na(s := lab.a()) and (s.metrics_freshness.updated_at or 0) > t_wall + 0.5)
         a = lab.a()
         assert not a.metrics_freshness.stale, _describe(a)
-        gen = a.total.counters["generation_tokens"] if a.total else 0.0
-        lab.wait_for("A's counters keep moving", lambda: lab.a().total is not None
-                     and lab.a().total.counters.get("generation_tokens", 0.0) > gen)
+        gen = _gen_tokens(a)
+        lab.wait_for("A's counters keep moving", lambda: _gen_tokens(lab.a()) > gen)
         _b_kept_moving(lab, start, time.monotonic())
     finally:
         lab.fault(None)
     _a_recovers(lab, time.monotonic())
-    lab.wait_for("A's gauges back", lambda: lab.a().total is not None and lab.a().total.running is not None)
+    lab.wait_for("A's gauges back", lambda: (t := lab.a().total) is not None and t.running is not None)
 
 
 def test_huge_labels_never_delay_the_other_engine(lab: Lab) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from console.config import parse_engine_ref
 from console.model import Phase
-from console.sim.fleet import free_port
+from console.ports import free_port
 from console.telemetry.hub import Hub
 
 # What each engine really has: (kv usage, prefix hit rate, ttft histogram, itl histogram).

@@ -72,9 +72,8 @@ class ReplayServer:
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        # The runner lists the sockets its sites listen on: (host, port) for TCP.
+        self.port = int(self.runner.addresses[0][1])
         return f"http://127.0.0.1:{self.port}"
 
     async def stop(self) -> None:

@@ -14,9 +14,10 @@ from console.client.http import Cancellable, HTTPClient
 from console.client.stream import GenParams, build_body, endpoint_path, stream_request
 from console.client.timing import RequestRecord, compute
 from console.client.workloads import WorkloadSpec, generate
+from console.ports import free_port
 from console.profiles import get_profile
 
-from .simproc import free_port, sims
+from .simproc import sims
 
 SPEED = "4"
 

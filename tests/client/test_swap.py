@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.sim.fleet import free_port
+from console.ports import free_port
 
 
 def _engine(flavour: str, port: int) -> str:

@@ -96,7 +96,7 @@ def _build(flavour: str, gzip: bool, prompt_rate: float, gen_rate: float) -> tup
     multi = flavour != "vllm"
     if multi:
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # unannotated in prometheus_client
         metric_registry: Any = None  # multiprocess metrics live in the files, not a registry
     else:
         registry = CollectorRegistry()

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from console import ports
 from tests.integration import helpers
 
 HOW_DOCKER = (
@@ -40,7 +41,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def free_port() -> Callable[[], int]:
     """Call it for a TCP port that is free on 127.0.0.1."""
-    return helpers.free_port
+    return ports.free_port
 
 
 # --- Docker -------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from console.cli import main as cli_main
-from tests.integration.helpers import free_port
+from console.ports import free_port
 
 ENGINEDECK = [sys.executable, "-m", "console"]
 

@@ -15,7 +15,7 @@ import pytest
 
 from console.config import parse_config
 from console.lifecycle.launch import build_launch
-from tests.integration.helpers import free_port
+from console.ports import free_port
 from tests.lifecycle.test_commands import wait_line
 
 KEY = "exposure-test-key-4c1d"

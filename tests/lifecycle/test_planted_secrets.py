@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.integration.helpers import free_port
+from console.ports import free_port
 
 ENGINEDECK = [sys.executable, "-m", "console"]
 

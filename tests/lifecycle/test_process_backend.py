@@ -25,7 +25,7 @@ from console.lifecycle.manager import LifecycleManager
 from console.lifecycle.process_backend import log_path, read_record
 from console.lifecycle.state import InstanceState
 from console.model import Phase
-from tests.integration.helpers import free_port
+from console.ports import free_port
 
 
 def config(**engines: dict[str, Any]) -> Config:

@@ -11,7 +11,7 @@ import pytest
 from console.config import parse_config
 from console.lifecycle.launch import build_launch
 from console.lifecycle.manager import LifecycleManager
-from tests.integration.helpers import free_port
+from console.ports import free_port
 
 DUMP = "import json, os, time; print('ENV ' + json.dumps(dict(os.environ)), flush=True); time.sleep(30)"
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.integration.helpers import free_port
+from console.ports import free_port
 
 ENGINEDECK = [sys.executable, "-m", "console"]
 KEY = "ps-probe-key-5b7e21"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.lifecycle.process_backend import read_record
-from tests.integration.helpers import free_port
+from console.ports import free_port
 from tests.lifecycle.test_commands import wait_line, write_config
 
 ENGINEDECK = [sys.executable, "-m", "console"]

@@ -16,7 +16,7 @@ from console.lifecycle.audit import AuditLog
 from console.lifecycle.errors import LifecycleError
 from console.lifecycle.state import InstanceState
 from console.model import Phase
-from tests.integration.helpers import free_port
+from console.ports import free_port
 from tests.lifecycle.test_process_backend import config, make_manager, sim
 
 __all__ = ["make_manager"]  # the fixture, used by name

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 
 from console.lifecycle.process_backend import read_record
-from tests.integration.helpers import free_port
+from console.ports import free_port
 from tests.lifecycle.test_commands import ENGINEDECK, write_config
 
 

@@ -111,7 +111,7 @@ async def test_stream_abort_is_counted() -> None:
 
 
 def test_crash_after_exits_1_with_a_last_line(tmp_path: object) -> None:
-    from console.sim.fleet import free_port
+    from console.ports import free_port
 
     port = free_port()
     t0 = time.monotonic()

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from console.config import EngineInstance, InstanceConfig, parse_engine_ref
+from console.ports import free_port
 from console.profiles import get_profile
-from console.sim.fleet import free_port
 from console.telemetry.hub import Hub
 
 

@@ -35,7 +35,7 @@ vllm:prompt_tokens_total{model_name="m"} 100 # {trace_id="t"} 12
 def _reference(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample prometheus_client's OpenMetrics parser reads (``_created`` aside)."""
     out = {}
-    for fam in text_string_to_metric_families(text):
+    for fam in text_string_to_metric_families(text):  # type: ignore[no-untyped-call]  # unannotated in prometheus_client
         for s in fam.samples:
             if not s.name.endswith("_created"):
                 out[(s.name, tuple(sorted(s.labels.items())))] = s.value
@@ -71,7 +71,7 @@ def test_prometheus_client_openmetrics_exposition_with_exemplars() -> None:
     for v, trace in ((0.05, "a1"), (0.5, "b2"), (3.0, "c3")):
         ttft.labels("m").observe(v, exemplar={"trace_id": trace})
     done.labels("m", "stop").inc(5, exemplar={"trace_id": "d4"})
-    text = om_generate(registry).decode()
+    text = om_generate(registry).decode()  # type: ignore[no-untyped-call]  # unannotated in prometheus_client
     assert " # {" in text  # the exposition really carries exemplars (with float timestamps)
     ref = _reference(text)
     assert len(ref) == 6  # three buckets, count, sum, one counter

@@ -11,9 +11,9 @@ from pathlib import Path
 from console.config import Config, parse_config
 from console.lifecycle.manager import LifecycleManager
 from console.model import EngineSnapshot, FleetSnapshot, Freshness, LifecycleView, Phase, SourceState
+from console.ports import free_port
 from console.telemetry.hub import Hub, merge_lifecycle
 from console.ui.control_lifecycle import ManagerControl
-from tests.integration.helpers import free_port
 
 T0 = 1_700_000_000.0
 

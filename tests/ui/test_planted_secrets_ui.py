@@ -13,10 +13,10 @@ from rich.console import Console
 
 from console.config import parse_config
 from console.lifecycle.manager import LifecycleManager
+from console.ports import free_port
 from console.telemetry.hub import Hub
 from console.ui.app import DeckApp, UiOptions
 from console.ui.control_lifecycle import ManagerControl
-from tests.integration.helpers import free_port
 from tests.lifecycle.test_planted_secrets import ARG, ENGINE, HF, KEY, PLANTED, STRAY, WANDB
 
 

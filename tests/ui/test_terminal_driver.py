@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import pytest
 
@@ -149,9 +149,13 @@ def test_sigcont_resumes_only_after_our_own_suspend() -> None:
 def test_the_console_runs_on_the_deck_driver() -> None:
     from textual.drivers.linux_driver import LinuxDriver
 
+    from console.ui.app import DeckApp
     from console.ui.launch import _run_guarded
+    from console.ui.terminal_guard import TerminalGuard
 
     class _App:
+        """Stands in for DeckApp (a real one would take over this terminal): run reports its driver."""
+
         driver_class: Any = LinuxDriver
 
         def run(self, mouse: bool) -> str:
@@ -160,14 +164,7 @@ def test_the_console_runs_on_the_deck_driver() -> None:
         def exit_from_thread(self) -> None:
             pass
 
-    class _Guard:
-        def __init__(self) -> None:
-            self.output_dropped: Any = None
-
-        def on_begin(self, fn: Any) -> None:
-            pass
-
-        def begin(self, reason: str) -> None:
-            pass
-
-    assert _run_guarded(_App(), _Guard(), mouse=False) == "DeckDriver"
+    # A guard that is never installed: no signal handlers, no helper process, no tty.
+    guard = TerminalGuard(tty_in=None, tty_out=None, helper_extra=None)
+    assert _run_guarded(cast(DeckApp, _App()), guard, mouse=False) == "DeckDriver"
+    assert guard.output_dropped is not None and guard.output_dropped() is False
