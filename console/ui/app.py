@@ -14,7 +14,7 @@ import inspect
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -44,7 +44,7 @@ REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # plain q there is the box's letter, or closes the pop-up). Only keys whose order against the keys
 # typed before them does not matter: a priority binding runs before the focused widget has handled
 # the keys already queued for it (a fast "down down enter" would open the row the cursor left).
-PRIORITY_KEYS = frozenset({"ctrl+q"})
+PRIORITY_KEYS = frozenset({"ctrl+q", "alt+q"})
 LAYOUT_BASE = "base"  # always loaded; the others are scoped under `.layout-<name>`
 
 
@@ -84,7 +84,10 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         lifecycle: LifecycleControl | None = None,
         clock: Callable[[], float] = time.time,
         check_backing: Callable[[], str | None] | None = None,
+        keys: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        """``keys``: the user's ``[keys]`` (action id -> keys); ``KeyMapError`` when the registry
+        cannot take them (``console.ui.launch.check_keys`` says so before anything starts)."""
         files = layout_files()
         super().__init__(css_path=list(files.values()))
         self.source = source
@@ -113,6 +116,10 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
                 self.registry.register(a)
         for a in _control_actions(self):
             self.registry.register(a)
+        if keys:
+            self.registry = self.registry.rebound(keys)
+            if any("ctrl+c" in a.key_list for a in self.registry):  # the user's, not the quit hint
+                self._bindings.key_to_bindings.pop("ctrl+c", None)
         # The footer lists bindings in the order they were bound: a screen's own keys first, so that
         # at 80 columns they are the ones shown, then the global ones.
         for a in sorted(self.registry, key=lambda a: not a.screens):
@@ -125,8 +132,7 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
 
     def _bind_action(self, a: Action) -> None:
         hidden = self.options.read_only and a.mutating
-        for key in a.keys.split(","):
-            key = key.strip()
+        for key in a.key_list:
             # Without an explicit display, each key shows itself: in a text box, where the printable
             # keys of an action are the box's, the footer then names the key that still works (f2).
             self._bindings.bind(
@@ -135,7 +141,8 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
                 a.short or a.description,
                 show=a.footer and not hidden,
                 key_display=a.key_display,
-                priority=key in PRIORITY_KEYS,
+                # Quit on any modified key (the user's too) works from a text box and pop-ups.
+                priority=a.priority or key in PRIORITY_KEYS or (a.id == "quit" and "+" in key),
             )
 
     def get_key_display(self, binding: Binding) -> str:
@@ -143,7 +150,11 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
 
     def action_quit_hint(self) -> None:
         # ctrl+c is a habit; the terminal is in raw mode, so it arrives as a key: say how to quit.
-        self.notify("ctrl+q quits (q too, outside a text box)", timeout=4)
+        keys = self.registry.get("quit").key_list
+        if "ctrl+q" in keys and "q" in keys:
+            self.notify("ctrl+q quits (q too, outside a text box)", timeout=4)
+        else:  # the user's keys ([keys] in config.toml)
+            self.notify(f"quit: {display_key(','.join(keys)) or 'no key (the palette, ctrl+p, has it)'}", timeout=4)
 
     @property
     def screen_name(self) -> str:
@@ -157,7 +168,13 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
                 return False
             if not isinstance(self.screen, DeckScreen) and not isinstance(self.screen, ModalScreen):
                 return aid in ("quit", "help", "palette")  # e.g. the setup screen: no data to act on
-            return self.registry.get(aid).available_on(self.screen_name)
+            a = self.registry.get(aid)
+            typing = isinstance(self.focused, Input | TextArea)
+            if (a.text_box == "outside" and typing) or (
+                a.text_box == "inside" and not (typing and isinstance(self.screen, DeckScreen))
+            ):
+                return False  # the key is the box's (a letter), or there is no box of ours to leave
+            return a.available_on(self.screen_name)
         return True
 
     async def action_deck(self, action_id: str) -> None:
@@ -431,10 +448,15 @@ def _global_actions(app: DeckApp) -> list[Action]:
         await app.open_explain()
 
     return [
-        Action("quit", "q,ctrl+q", "Quit (ctrl+q also from a text box or a pop-up)", "Global", quit_, short="quit"),
+        # alt+q: what a terminal sends for esc and q typed quickly (the escape-then-q habit).
+        Action("quit", "q,ctrl+q,alt+q", "Quit (ctrl+q also from a text box or a pop-up)", "Global", quit_,
+               short="quit"),
         Action("help", "question_mark,f1", "Help: every key", "Global", help_, short="help"),
         Action("palette", "ctrl+p", "Command palette", "Global", palette, footer=False),
         Action("back", "escape", "Back / close", "Global", back, footer=False),
+        # Escape in a text box leaves it before the keys typed after it are handled: "esc q" quits.
+        Action("leave_box", "escape", "Leave the text box (then every key works)", "Global", back, footer=False,
+               text_box="inside", priority=True),
         Action("explain", "e", "Explain the metric under the cursor", "Global", explain, short="explain"),
         Action("pause", "space,p", "Pause / resume collection", "Global", pause, short="pause"),
         Action("faster", "plus,equals_sign", "Refresh faster", "Global", lambda _: app.step_refresh(-1),

@@ -226,3 +226,67 @@ async def test_keys_typed_ahead_act_in_order(make_app: AppFactory) -> None:
         await _settle(pilot)
         await _settle(pilot)
         assert isinstance(app.screen, EngineScreen) and app.screen.engine == "vllm-a"
+
+
+async def _type_ahead(app: DeckApp, pilot: Pilot[Any], keys: list[str]) -> None:
+    from textual import events
+
+    for key in keys:  # all queued before any is handled, as from a fast typist on a busy machine
+        char = {"space": " "}.get(key, key if len(key) == 1 else None)
+        app.post_message(events.Key(key, char))
+    await _settle(pilot)
+    await _settle(pilot)
+
+
+async def test_text_typed_right_after_the_key_that_opens_a_box_goes_into_the_box(make_app: AppFactory) -> None:
+    """'i' then a prompt, '/' then a filter: the letters after the key land in the box, none of them
+    runs a command (s would sort, g open the GPUs, p pause...)."""
+    from console.ui.screens.playground import PlaygroundScreen
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(app, pilot, "overview")
+        await _type_ahead(app, pilot, ["slash", *"sglang"])
+        assert isinstance(app.screen, OverviewScreen)
+        assert app.screen.query_one("#filter", Input).value == "sglang"
+        await pilot.press("escape")
+        await _open(app, pilot, "playground")
+        await _type_ahead(app, pilot, ["i", *"explain paging", "space", *"please"])
+        assert isinstance(app.screen, PlaygroundScreen)
+        assert app.screen.query_one("#pg-prompt", Input).value == "explain paging please"
+        assert app.source is not None and not app.source.paused
+        await pilot.press("escape")
+        await _open(app, pilot, "bench")
+        await _type_ahead(app, pilot, ["i", "ctrl+a", *"vllm-a"])  # ctrl+a: the field's start
+        assert app.screen.query_one("#bench-engines", Input).value.startswith("vllm-a")
+
+
+async def test_escape_then_q_typed_fast_in_a_text_box_quits(make_app: AppFactory) -> None:
+    """esc leaves the box before the keys typed after it are handled: "esc q" quits, never types q."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(app, pilot, "playground")
+        await pilot.press("i")
+        prompt = app.screen.query_one("#pg-prompt", Input)
+        assert app.focused is prompt
+        calls = _quit_calls(app)
+        await _type_ahead(app, pilot, ["escape", "q"])
+        assert calls and prompt.value == ""
+
+
+async def test_escape_and_q_arriving_as_one_sequence_quits_from_a_text_box(make_app: AppFactory) -> None:
+    """A terminal sends esc and q typed within ~0.1 s as one sequence, which Textual reads as alt+q."""
+    from textual._xterm_parser import XTermParser
+
+    parser = XTermParser()
+    (key,) = [*parser.feed("\x1bq"), *parser.feed("")]
+    assert getattr(key, "key", "") == "alt+q"
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(app, pilot, "playground")
+        await pilot.press("i")
+        prompt = app.screen.query_one("#pg-prompt", Input)
+        calls = _quit_calls(app)
+        await pilot.press("alt+q")
+        assert calls and prompt.value == ""
+

@@ -86,7 +86,7 @@ class BenchScreen(DeckScreen):
         return self.query_one("#bench-table", DataTable)
 
     def focus_form(self) -> None:
-        self.query_one("#bench-engines", Input).focus()
+        self.set_focus(self.query_one("#bench-engines", Input))  # at once: the keys typed next are the form's
 
     def _config(self) -> BenchConfig:
         from console.client.bench import BenchConfig
@@ -302,7 +302,8 @@ ACTIONS: tuple[Action, ...] = (
            lambda app: app.show_screen("bench"), footer=False),
     # Plain letters besides the F-keys (lost over SSH, tmux, laptops); F-keys also work in the form.
     Action("bench_form", "i", "Bench: edit the form (tab moves between fields, esc leaves)", "Bench",
-           _on_bench(lambda s: s.focus_form()), screens=("bench",), short="edit"),
+           _on_bench(lambda s: s.focus_form()), screens=("bench",), short="edit", text_box="outside",
+           priority=True),
     Action("bench_run", "r,f9", "Bench: run", "Bench", _on_bench(lambda s: s.start()), screens=("bench",), short="run"),
     Action("bench_stop", "x,f10", "Bench: stop the run", "Bench", _on_bench(lambda s: s.stop()), screens=("bench",),
            short="stop"),

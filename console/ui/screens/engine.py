@@ -377,7 +377,7 @@ class EngineScreen(DeckScreen):
 
     def focus_raw_filter(self) -> None:
         self.query_one("#tabs", TabbedContent).active = "raw"
-        self.query_one("#raw-filter", Input).focus()
+        self.set_focus(self.query_one("#raw-filter", Input))  # now: the keys typed next are the filter's
 
     def deck_back(self) -> bool:
         inp = self.query_one("#raw-filter", Input)
@@ -407,7 +407,7 @@ ACTIONS: Sequence[Action] = (
     Action("prev_tab", "left_square_bracket", "Previous tab", "Engine detail",
            _on_engine(lambda s: s.step_tab(-1)), screens=("engine",), footer=False),
     Action("raw_filter", "slash", "Filter raw metrics", "Engine detail", _on_engine(lambda s: s.focus_raw_filter()),
-           screens=("engine",), short="filter"),
+           screens=("engine",), short="filter", text_box="outside", priority=True),
 )
 
 register_screen(ScreenSpec("engine", "Engine detail", _screen, tuple(ACTIONS), needs_engine=True))

@@ -500,7 +500,7 @@ class OverviewScreen(DeckScreen):
     def open_filter(self) -> None:
         inp = self.query_one("#filter", Input)
         inp.display = True
-        inp.focus()
+        self.set_focus(inp)  # now, not after the keys already typed (they are the filter's)
 
     def deck_back(self) -> bool:
         inp = self.query_one("#filter", Input)
@@ -552,7 +552,7 @@ ACTIONS: Sequence[Action] = (
     Action("sort_reverse", "S", "Reverse sort order", "Overview", _on_overview(lambda s: s.cycle_sort(True)),
            screens=("overview",), footer=False),
     Action("filter", "slash", "Filter engines", "Overview", _on_overview(lambda s: s.open_filter()),
-           screens=("overview",), short="filter"),
+           screens=("overview",), short="filter", text_box="outside", priority=True),
 )
 
 register_screen(ScreenSpec("overview", "Overview", _screen, tuple(ACTIONS)))

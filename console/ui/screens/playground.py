@@ -198,7 +198,8 @@ class PlaygroundScreen(DeckScreen):
         return ("playground", self.current.name if self.engines else None)
 
     def focus_prompt(self) -> None:
-        self.query_one("#pg-prompt", Input).focus()
+        # At once, not after the keys already queued: "i" then fast typing is all prompt, no command.
+        self.set_focus(self.query_one("#pg-prompt", Input))
 
     def title_text(self) -> str:
         return f"Playground · {self.current.name}" if self.engines else "Playground"
@@ -416,7 +417,7 @@ ACTIONS: tuple[Action, ...] = (
     # Every F-key has a plain letter too (F-keys get lost over SSH, tmux and laptop keyboards); the
     # letters work outside the prompt, the F-keys also inside it.
     Action("pg_prompt", "i", "Playground: type a prompt (Enter sends, esc leaves the box)", "Playground",
-           _on_pg(lambda s: s.focus_prompt()), screens=SCREENS, short="prompt"),
+           _on_pg(lambda s: s.focus_prompt()), screens=SCREENS, short="prompt", text_box="outside", priority=True),
     Action("pg_cycle", "n,f2", "Playground: next engine (keeps the conversation)", "Playground",
            _on_pg(lambda s: s.cycle_engine()), screens=SCREENS, short="engine"),
     Action("pg_split", "v,f3", "Playground: split view, same prompt to two engines", "Playground",
