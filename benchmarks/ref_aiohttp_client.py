@@ -1,9 +1,10 @@
 """Reference streaming client written the way vLLM's and SGLang's benchmark clients work.
 
-benchmarking.md 1.1/1.2: one ``aiohttp.ClientSession`` (``TCPConnector(limit=0)``, large read
-buffer), ``async for line in response.content`` (line iteration), strip ``data: ``, stdlib
-``json.loads`` per event, ``time.perf_counter()`` per event, TTFT at the first event with
-``choices`` text, one ITL sample per chunk, output tokens from ``usage.completion_tokens``,
+As in vllm/benchmarks/lib/endpoint_request_func.py (https://github.com/vllm-project/vllm) and
+sglang/bench_serving.py (https://github.com/sgl-project/sglang): one ``aiohttp.ClientSession``
+(``TCPConnector(limit=0)``, large read buffer), ``async for line in response.content`` (line iteration),
+strip ``data: ``, stdlib ``json.loads`` per event, ``time.perf_counter()`` per event, TTFT at the first
+event with ``choices`` text, one ITL sample per chunk, output tokens from ``usage.completion_tokens``,
 on the default asyncio event loop. Used as the baseline by ``client_capacity.py``.
 
 Run alone:  python benchmarks/ref_aiohttp_client.py --url http://127.0.0.1:8000 --concurrency 64 --seconds 10

@@ -1,4 +1,4 @@
-"""Run-level aggregates of one level (benchmarking.md 6.4) and the client self-checks.
+"""Run-level aggregates of one level and the client self-checks (definitions: docs/bench-json-schema.md).
 
 M = successful, non-warmup requests of the level (closed loop: every request after the first C,
 all sent while C streams were in flight; open loop: all requests).

@@ -1,4 +1,4 @@
-"""Open-loop arrival schedules, precomputed on an absolute timeline (benchmarking.md 6.5 item 2).
+"""Open-loop arrival schedules, precomputed on an absolute timeline, as ``vllm bench serve`` does.
 
 ``T_i = sum_{j<=i} g_j`` with ``g_j ~ Gamma(shape=beta, scale=1/(rate*beta))`` (beta = 1: Poisson;
 beta = inf: constant spacing), rescaled so ``T_N = N / rate`` exactly (vLLM PR #21108: the raw sum

@@ -1,6 +1,6 @@
 """The engine comparison benchmark: readiness, A/B order, levels, repeats, and the result document.
 
-Protocol (benchmarking.md 6.5 item 4): identical seeded prompts for every engine (prompts differ
+Protocol: identical seeded prompts for every engine (prompts differ
 between levels and repeats so one level cannot warm the prefix cache of the next, but are the same
 for A and B at the same level and repeat), same sampling parameters, engines run one after the
 other in ABBA order (A B, B A, A B, ...), each run going through the levels in ascending order.
@@ -61,7 +61,8 @@ class BenchConfig:
     config_path: str | None = None
 
 
-# Prefix-cache flush endpoints (benchmarking.md 6.5 item 1). vLLM's needs VLLM_SERVER_DEV_MODE=1.
+# Prefix-cache flush endpoints. SGLang answers 400 while requests run; vLLM's exists only with
+# VLLM_SERVER_DEV_MODE=1 (https://docs.vllm.ai/en/v0.14.0/api/vllm/entrypoints/serve/cache/api_router/).
 FLUSH_PATHS = {"sglang": "/flush_cache", "vllm": "/reset_prefix_cache"}
 
 

@@ -5,8 +5,8 @@ own CPU cost per event low. Here the response body is decoded (chunked or length
 synchronously inside ``data_received`` and handed to a sink with the arrival time of the read
 that carried it (``time.perf_counter_ns()`` taken before any parsing), so there is no await,
 no task switch and no line iterator per event. Connections are kept alive and reused
-(one request at a time per connection); ``TCP_NODELAY`` is set (Nagle + delayed ACK add
-40-80 ms stalls otherwise, benchmarking.md section 4).
+(one request at a time per connection); ``TCP_NODELAY`` is set (Nagle's algorithm waiting on the
+server's delayed ACK adds 40-80 ms stalls to small writes otherwise).
 
 It is kept because it measures better: ``benchmarks/client_capacity.py`` runs it against aiohttp
 with everything else the same (orjson bodies encoded beforehand, ``sse.py``, the same sink), and

@@ -1,6 +1,6 @@
 """Load generation for one level: closed loop at concurrency C, or open loop at rate λ.
 
-Rules from benchmarking.md 6.5: request bodies are encoded before the level starts (no JSON work
+Rules: request bodies are encoded before the level starts (no JSON work
 on the hot path); closed loop = C workers pulling the next prompt the moment they are free; the
 first C requests are the warmup; open loop = absolute precomputed send times (``arrivals``), an
 optional in-flight cap, and ``t_sched`` kept so schedule lag and ``E2E_from_sched`` are reported.
@@ -268,7 +268,7 @@ async def run_level(
     gc_was = gc.isenabled()
     gc.collect()
     gc.freeze()
-    gc.disable()  # no collector pauses inside a level (benchmarking.md 6.5 item 6)
+    gc.disable()  # no collector pauses inside a level
     cpu0 = time.process_time()
     t_start = _perf_ns()
     lag.start()

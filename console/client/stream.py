@@ -1,7 +1,7 @@
 """OpenAI-compatible streaming requests (chat and completions) with per-event timing.
 
-Request bodies follow benchmarking.md section 6.1, adjusted per engine profile: ``stream_options``
-always asks for the final usage chunk; ``continuous_usage_stats`` only where the profile says the
+Request bodies are the same for every engine, adjusted per engine profile: ``stream_options``
+always asks for the final usage chunk (``include_usage``); ``continuous_usage_stats`` only where the profile says the
 engine supports it (trtllm-serve rejects unknown fields); a fixed output length is forced with
 ``ignore_eos`` or ``min_tokens`` where the engine has one, else the run is "natural EOS" and says so.
 

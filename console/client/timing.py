@@ -1,4 +1,4 @@
-"""Per-request timing record and the metric definitions of benchmarking.md section 6.2/6.3.
+"""Per-request timing record and the metric definitions (also in docs/bench-json-schema.md).
 
 All raw times are ``time.perf_counter_ns()`` integers taken in the I/O process; metrics are in
 milliseconds. The formulas, so every number can be traced back:

@@ -1,4 +1,4 @@
-"""Seeded, client-side workloads (benchmarking.md section 6.5 item 5).
+"""Seeded, client-side workloads, generated without a tokenizer.
 
 Prompts are built from common English words, each written with a leading space, so that a word is
 one token for typical BPE/SentencePiece vocabularies and exactly one token for the simulator's

@@ -1,11 +1,11 @@
 """Docker backend: engines as containers, through the docker SDK.
 
 Every function here blocks on the Docker API; the manager calls them in worker threads only.
-Rules from shared/reference/docker-ci.md: never pull implicitly (``images.get`` first, then
-``create`` + ``start``; ``containers.run`` would pull), ``init=True`` so SIGTERM reaches the engine,
-and a failed start removes its ``Created`` container. Both ``docker.errors.DockerException``
-and ``requests.exceptions.ConnectionError`` are caught (a fixed API version defers connection
-errors to the first call, as the latter).
+Rules: never pull implicitly (``images.get`` first, then ``create`` + ``start``; ``containers.run``
+pulls a missing image, https://docker-py.readthedocs.io/en/stable/containers.html), ``init=True`` so
+SIGTERM reaches the engine, and a failed start removes its ``Created`` container. Both
+``docker.errors.DockerException`` and ``requests.exceptions.ConnectionError`` are caught (a fixed API
+version defers connection errors to the first call, as the latter).
 """
 
 from __future__ import annotations

@@ -51,7 +51,9 @@ def _first_line(text: str) -> str:
 def translate_docker_error(
     exc: BaseException, *, instance: str = "", image: str = "", port: str = ""
 ) -> LifecycleError:
-    """Map a docker SDK / requests exception to one clear line (docker-ci.md section 5)."""
+    """Map a docker SDK / requests exception to one clear line. The SDK raises ``requests``'
+    ``ConnectionError`` (not a ``DockerException``) when a client of a fixed API version finds no
+    daemon, and ``DockerException("Error while fetching server API version: ...")`` otherwise."""
     import docker.errors
     import requests.exceptions
 

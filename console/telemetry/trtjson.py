@@ -1,9 +1,10 @@
 """trtllm-serve ``GET /metrics`` JSON iteration stats -> the Prometheus sample representation.
 
-The endpoint returns a list of per-iteration dicts (engines.md 3.3). Only the newest entry (highest
-``iter``, else the last one) is used. Its fields become samples named like trtllm-serve's own
-Prometheus collector names them (``numActiveRequests`` -> ``trtllm_num_requests_running`` ...),
-so one profile mapping serves both formats. There is no model label.
+The endpoint returns a list of per-iteration dicts (``iter``, ``numActiveRequests``, ``kvCacheStats``
+...; tests/fixtures/samples/trtllm-docs-metrics-json.txt is the documented example). Only the newest
+entry (highest ``iter``, else the last one) is used. Its fields become samples named like trtllm-serve's
+own Prometheus collector names them (``numActiveRequests`` -> ``trtllm_num_requests_running`` ...), so
+one profile mapping serves both formats. There is no model label.
 
 Lenient: the docs' example has a literal ``...`` line; such lines are dropped and reported, and a
 payload that still is not JSON falls back to reading ``"key": number`` pairs (later pairs win;

@@ -1,4 +1,4 @@
-"""Metric definitions (benchmarking.md 6.3) on hand-computed synthetic timelines."""
+"""Metric definitions (docs/bench-json-schema.md) on hand-computed synthetic timelines."""
 
 from __future__ import annotations
 

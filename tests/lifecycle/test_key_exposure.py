@@ -1,6 +1,6 @@
 """Where an engine's API key travels: by environment where the engine reads one (vLLM, TGI,
 llama.cpp), so it stays out of `ps` and `docker inspect`; SGLang reads it only from `--api-key`
-(shared/reference engines.md: no environment variable), and `up` says so."""
+(its server_args.py reads no environment variable for it), and `up` says so."""
 
 from __future__ import annotations
 

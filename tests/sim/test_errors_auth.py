@@ -77,7 +77,7 @@ async def test_error_rate_fault_uses_engine_error_shape(engine: str) -> None:
             assert (await r.json())["counters"]["requests_failed"] == 1
 
 
-# Which paths need the key, per engine (engines.md and the llama-server measurement).
+# Which paths need the key, per engine (engines/*.toml say where each rule comes from).
 GUARDED = {
     "vllm": {"/v1/models": True, "/v1/chat/completions": True, "/metrics": False, "/health": False,
              "/version": False},

@@ -1,4 +1,4 @@
-"""Every real sample payload (tests/fixtures/samples, copied from shared/reference/samples) goes
+"""Every real sample payload (tests/fixtures/samples; SOURCES.md there says where each comes from) goes
 through `inspect-metrics`: values or n/a, never a traceback; specific values asserted for several."""
 
 from __future__ import annotations

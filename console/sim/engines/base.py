@@ -1,7 +1,8 @@
 """What every simulated engine shares: ground-truth bookkeeping, response shaping, SSE chunk templates.
 
-A flavour subclass encodes one real engine's observable surface (engines.md): its routes, auth rule,
-error bodies, chunk layout and its metrics, derived only from the scheduler's hooks and state.
+A flavour subclass encodes one real engine's observable surface (its module says where each fact comes
+from): its routes, auth rule, error bodies, chunk layout and its metrics, derived only from the
+scheduler's hooks and state.
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
-"""llama.cpp ``llama-server --metrics``. engines.md section 5 and llamacpp-real-engine.md sections 4-5.
+"""llama.cpp ``llama-server --metrics``
+(https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md, and a real llama-server
+build, which the llamacpp integration tests run).
 
-HTTP is up at once; while loading every route answers 503 ``unavailable_error``. With ``--api-key``
-only ``/health`` and ``/v1/health`` are public: the real server measured in llamacpp-real-engine.md
-answers 401 on ``/v1/models`` and ``/models`` too (engines.md, read from source, lists them as public;
-the measurement wins). Prompt caching is token-exact (block size 1); slots = ``--max-running``
-(default 4, like ``-np 4``), and every slot owns a full context, so KV never runs out.
+HTTP is up at once; while loading every route answers 503 ``unavailable_error``. With ``--api-key`` only
+``/health`` and ``/v1/health`` are public: a real llama-server answers 401 on ``/v1/models`` and
+``/models`` too (its README lists them as public; the measured behaviour wins). Prompt caching is
+token-exact (block size 1); slots = ``--max-running`` (default 4, like ``-np 4``), and every slot owns a
+full context, so KV never runs out.
 
-Metrics are hand-written text without labels (samples/llamacpp-real-server-8-streams.txt), values
-printed like a C++ ostream (``%g``), header ``Process-Start-Time-Unix``.
+Metrics are hand-written text without labels
+(tests/fixtures/samples/llamacpp-real-server-8-streams.txt), values printed like a C++ ostream (``%g``),
+header ``Process-Start-Time-Unix``.
 
 Ground-truth counters (``/_sim/state``):
 - prompt_tokens: prompt tokens *evaluated*, i.e. excluding cache-reused ones, added when the prompt is

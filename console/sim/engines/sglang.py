@@ -1,4 +1,5 @@
-"""SGLang (launch_server with --enable-metrics). engines.md section 2.
+"""SGLang (launch_server with --enable-metrics).
+https://docs.sglang.io/docs/references/production_metrics
 
 SGLang's prefix cache is a radix tree over tokens (page size 1), so hits are exact token prefixes.
 Its metrics come from a prometheus_client *multiprocess* registry: no ``_created`` series.

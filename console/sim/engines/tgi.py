@@ -1,4 +1,5 @@
-"""Hugging Face TGI v3 router. engines.md section 4.
+"""Hugging Face TGI v3 router. https://github.com/huggingface/text-generation-inference
+(router/src/server.rs, docs/source/reference/metrics.md).
 
 Metrics are rendered like the Rust ``metrics-exporter-prometheus``: literal counter names, no
 ``_created``, no HELP, no model label; no KV-usage, TTFT, prefix or preemption metric exists.

@@ -1,6 +1,7 @@
 """TensorRT-LLM ``trtllm-serve`` (1.3, ``return_perf_metrics`` + ``enable_iter_perf_stats`` on).
 
-engines.md section 3. ``/prometheus/metrics`` is Prometheus text from a multiprocess registry (no
+https://github.com/NVIDIA/TensorRT-LLM (tensorrt_llm/serve/openai_server.py, tensorrt_llm/metrics/
+collector.py). ``/prometheus/metrics`` is Prometheus text from a multiprocess registry (no
 ``_created``); ``/metrics`` is JSON iteration stats from a bounded queue that every GET drains
 (destructive read). No API key support; unknown request fields are rejected (pydantic extra=forbid).
 KV blocks hold 32 tokens (trtllm's default tokens_per_block).

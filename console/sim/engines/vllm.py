@@ -1,4 +1,5 @@
-"""vLLM (V1 engine, OpenAI server). engines.md section 1.
+"""vLLM (V1 engine, OpenAI server). https://docs.vllm.ai/en/stable/usage/metrics/ and
+vllm/v1/metrics/loggers.py in https://github.com/vllm-project/vllm.
 
 Ground-truth counters (``/_sim/state``), matching how vLLM's own series move:
 - prompt_tokens: full prompt length (cached tokens included), added when a request's first token is
