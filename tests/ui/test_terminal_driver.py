@@ -165,6 +165,7 @@ def test_the_console_runs_on_the_deck_driver() -> None:
             pass
 
     # A guard that is never installed: no signal handlers, no helper process, no tty.
+    TerminalWriter.dropped = False  # process-wide; the writer tests above set it on purpose
     guard = TerminalGuard(tty_in=None, tty_out=None, helper_extra=None)
     assert _run_guarded(cast(DeckApp, _App()), guard, mouse=False) == "DeckDriver"
     assert guard.output_dropped is not None and guard.output_dropped() is False
