@@ -1,4 +1,7 @@
-"""One module per simulated engine flavour."""
+"""One module per simulated engine flavour (``base``: what they share), and ``FLAVOURS`` by name.
+
+May import only ``console.sim``.
+"""
 
 from __future__ import annotations
 

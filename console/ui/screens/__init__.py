@@ -13,7 +13,9 @@ its own actions into the one action registry; adding a screen is one new module 
         needs_engine=True,                       # opened for the engine under the cursor
     ))
 
-Its actions then appear in the footer, help and the palette, and obey ``--read-only``.
+Its actions then appear in the footer, help and the palette, and obey ``--read-only``. A screen may
+import Textual, ``console.ui`` (the host protocol, actions, widgets, formatting) and the core, and
+reaches the app only through ``console.ui.host.DeckHost``; no screen imports ``console.ui.app``.
 """
 
 from __future__ import annotations
