@@ -19,6 +19,19 @@ def add_read_only(p: argparse.ArgumentParser) -> None:
                    help="refuse to change anything (as [console] read_only = true in the configuration)")
 
 
+def add_yes(p: argparse.ArgumentParser) -> None:
+    """--yes for the commands that ask before they act (down, restart, adopt)."""
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+
+def add_wait(p: argparse.ArgumentParser) -> None:
+    """--wait/--no-wait and --timeout for the commands that start an engine (up, restart)."""
+    p.add_argument(
+        "--wait", action=argparse.BooleanOptionalAction, default=True, help="wait until ready (default: --wait)"
+    )
+    p.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S seconds (exit 3)")
+
+
 def add_console_flags(p: argparse.ArgumentParser) -> None:
     """The flags `enginedeck`, `enginedeck demo` and `enginedeck attach` share."""
     g = p.add_argument_group("console")

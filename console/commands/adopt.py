@@ -9,25 +9,24 @@ Exit codes: 0 adopted, 1 user error (nothing to adopt, not confirmed), 2 Docker 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common, add_read_only
+    from console.commands._args import add_common, add_read_only, add_yes
 
     p = sub.add_parser("adopt", help="take control of a running engine container enginedeck did not start")
     add_common(p)
     add_read_only(p)
     p.add_argument("--container", metavar="ID", help="the container (default: the one found for NAME's image/port)")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_yes(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from console.errors import UserError
     from console.lifecycle.audit import AuditLog
-    from console.lifecycle.cli_support import confirm, load, refuse_if_read_only
+    from console.lifecycle.cli_support import confirmed, load, refuse_if_read_only
     from console.lifecycle.manager import LifecycleManager
 
     cfg, inst = load(args)
@@ -35,12 +34,10 @@ def run(args: argparse.Namespace) -> int:
     refuse_if_read_only(args, cfg, "adopt", inst.name)
     if inst.config.managed != "docker":
         raise UserError(f"adopt {inst.name}: only Docker engines can be adopted (this one is {inst.config.managed})")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise UserError(f"adopt {inst.name}: not on a terminal; add --yes to confirm")
-        target = args.container or "the container found for it"
-        if not confirm(f"Take control of {target} as {inst.name}? enginedeck may then stop and restart it."):
-            raise UserError("not confirmed; nothing was done")
+    target = args.container or "the container found for it"
+    prompt = f"Take control of {target} as {inst.name}? enginedeck may then stop and restart it."
+    if not confirmed(args, "adopt", inst.name, prompt):
+        raise UserError("not confirmed; nothing was done")
     manager = LifecycleManager(cfg, audit=AuditLog())
     try:
         manager.refresh(inst.name).result()  # find the running container for NAME's image and port

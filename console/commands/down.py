@@ -12,30 +12,26 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common, add_read_only
+    from console.commands._args import add_common, add_read_only, add_yes
 
     p = sub.add_parser("down", help="stop a managed engine and remove its container")
     add_common(p)
     add_read_only(p)
-    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    add_yes(p)
     p.add_argument("--timeout", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: config)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.errors import UserError
-    from console.lifecycle.cli_support import PhaseReporter, confirm, load, refuse_if_read_only
+    from console.lifecycle.cli_support import PhaseReporter, confirmed, load, refuse_if_read_only
     from console.lifecycle.manager import LifecycleManager
 
     cfg, inst = load(args)
     assert inst is not None
     refuse_if_read_only(args, cfg, "down", inst.name)
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise UserError(f"down {inst.name}: not on a terminal; add --yes to confirm")
-        if not confirm(f"Stop {inst.name} ({inst.config.managed}, {inst.url})?"):
-            print("not stopped", file=sys.stderr)
-            return 1
+    if not confirmed(args, "down", inst.name, f"Stop {inst.name} ({inst.config.managed}, {inst.url})?"):
+        print("not stopped", file=sys.stderr)
+        return 1
     manager = LifecycleManager(cfg)
     reporter = PhaseReporter(manager, inst.name)
     try:

@@ -13,33 +13,27 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common, add_read_only
+    from console.commands._args import add_common, add_read_only, add_wait, add_yes
 
     p = sub.add_parser("restart", help="restart a managed engine")
     add_common(p)
     add_read_only(p)
-    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
-    p.add_argument(
-        "--wait", action=argparse.BooleanOptionalAction, default=True, help="wait until ready (default: --wait)"
-    )
-    p.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S seconds (exit 3)")
+    add_yes(p)
+    add_wait(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.errors import UserError
-    from console.lifecycle.cli_support import bring_up, confirm, load, refuse_if_read_only
+    from console.lifecycle.cli_support import bring_up, confirmed, load, refuse_if_read_only
     from console.lifecycle.manager import LifecycleManager
 
     cfg, inst = load(args)
     assert inst is not None
     refuse_if_read_only(args, cfg, "restart", inst.name)
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise UserError(f"restart {inst.name}: not on a terminal; add --yes to confirm")
-        if not confirm(f"Restart {inst.name} ({inst.config.managed}, {inst.url})? It stops serving until ready again."):
-            print("not restarted", file=sys.stderr)
-            return 1
+    prompt = f"Restart {inst.name} ({inst.config.managed}, {inst.url})? It stops serving until ready again."
+    if not confirmed(args, "restart", inst.name, prompt):
+        print("not restarted", file=sys.stderr)
+        return 1
     manager = LifecycleManager(cfg)
     try:
         return bring_up(manager, inst, "restart", wait=args.wait, timeout=args.timeout)

@@ -13,15 +13,12 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common, add_read_only
+    from console.commands._args import add_common, add_read_only, add_wait
 
     p = sub.add_parser("up", help="start a configured engine and wait until it is ready")
     add_common(p)
     add_read_only(p)
-    p.add_argument(
-        "--wait", action=argparse.BooleanOptionalAction, default=True, help="wait until ready (default: --wait)"
-    )
-    p.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S seconds (exit 3)")
+    add_wait(p)
     p.set_defaults(func=run)
 
 

@@ -174,6 +174,16 @@ def fail_from_state(st: InstanceState, action: str = "start") -> LifecycleError:
     return LifecycleError(scrub(f"{st.name}: {action} failed: {st.detail or st.phase.value}"))
 
 
+def confirmed(args: argparse.Namespace, action: str, name: str, prompt: str) -> bool:
+    """``--yes``, or a yes typed on the terminal. Without a terminal ``--yes`` is required (a one-line
+    error, exit 1), so a script never hangs on a question nobody sees."""
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UserError(f"{action} {name}: not on a terminal; add --yes to confirm")
+    return confirm(prompt)
+
+
 def confirm(prompt: str) -> bool:
     try:
         answer = input(f"{prompt} [y/N] ")
