@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from console.errors import ConfigError, UserError
+from console.keymap import KeyTableError, parse_key_table
 from console.paths import config_file
 from console.profiles import EngineProfile, get_profile, load_profiles
 from console.secrets import looks_secret, mask_config
@@ -175,6 +176,8 @@ class Config:
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     instances: tuple[EngineInstance, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict)
+    # [keys]: action id -> its keys in Textual's names (they replace the action's own; () unbinds it).
+    keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def instance(self, name: str) -> EngineInstance:
         for inst in self.instances:
@@ -190,7 +193,12 @@ def _loc(loc: Sequence[Any]) -> str:
 
 def parse_config(data: Mapping[str, Any], source: str, profiles: Mapping[str, EngineProfile] | None = None) -> Config:
     try:
-        cf = ConfigFile.model_validate(data)
+        # [keys] is checked by its own module (console.keymap): its errors name the action.
+        keys = parse_key_table(data.get("keys", {}))
+    except KeyTableError as exc:
+        raise ConfigError(source, f"keys.{exc.action}" if exc.action else "keys", exc.problem) from None
+    try:
+        cf = ConfigFile.model_validate({k: v for k, v in data.items() if k != "keys"})
     except ValidationError as exc:
         err = exc.errors()[0]
         msg = err.get("msg", "invalid value").removeprefix("Value error, ")
@@ -211,7 +219,7 @@ def parse_config(data: Mapping[str, Any], source: str, profiles: Mapping[str, En
         instances.append(
             EngineInstance(name=name, profile=profile, url=_instance_url(ic, profile), config=ic, gpus=_gpu_ids(ic))
         )
-    return Config(path=Path(source), console=cf.console, instances=tuple(instances), raw=data)
+    return Config(path=Path(source), console=cf.console, instances=tuple(instances), raw=data, keys=keys)
 
 
 def _instance_url(ic: InstanceConfig, profile: EngineProfile) -> str:

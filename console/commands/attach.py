@@ -30,5 +30,5 @@ def run(args: argparse.Namespace) -> int:
     names = [i.name for i in instances]
     if len(set(names)) != len(names):
         raise UserError("the same PROFILE@URL is given twice")
-    run_console(instances, settings, gpu_source=args.gpus)
+    run_console(instances, settings, gpu_source=args.gpus, keys=config.keys)
     return 0

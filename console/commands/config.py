@@ -1,10 +1,14 @@
-"""`enginedeck config path|show`: where the configuration lives, and what it says (secrets masked)."""
+"""`enginedeck config path|show|keys`: where the configuration lives, what it says (secrets masked),
+and every console action with its keys after the file's ``[keys]``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the config module loads pydantic: only when the command runs
+    from console.config import Config
 
 
 def register(sub: Any) -> None:
@@ -13,7 +17,9 @@ def register(sub: Any) -> None:
     path = csub.add_parser("path", help="print the configuration file path")
     show = csub.add_parser("show", help="print the effective configuration, secrets masked")
     show.add_argument("--json", action="store_true", help="machine-readable output")
-    for sp in (path, show):
+    keys = csub.add_parser("keys", help="list the console's actions: id (for [keys]), keys, what it does")
+    keys.add_argument("--json", action="store_true", help="machine-readable output")
+    for sp in (path, show, keys):
         sp.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
     p.set_defaults(func=run)
 
@@ -26,6 +32,12 @@ def run(args: argparse.Namespace) -> int:
         print(args.config or config_file())
         return 0
     cfg = load_config(args.config)
+    if args.config_command == "keys":
+        return _keys(cfg, as_json=args.json)
+    if cfg.keys:
+        from console.ui.launch import check_keys
+
+        check_keys(cfg)  # the console would refuse them: say so here too
     if cfg.path is None:
         print(f"# no configuration file at {config_file()}; nothing configured")
         return 0
@@ -38,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
             data["credential_in_environment"] = "set" if inst.api_key else f"{key_env} is not set in the environment"
         engines[inst.name] = data
     doc = mask_secrets({"file": str(cfg.path), "console": cfg.console.model_dump(mode="json"), "engines": engines})
+    if cfg.keys:
+        doc["keys"] = {aid: list(keys) for aid, keys in cfg.keys.items()}
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -49,4 +63,34 @@ def run(args: argparse.Namespace) -> int:
             print(f"\n[engines.{name}]")
             for k, v in data.items():
                 print(f"{k} = {json.dumps(v)}")
+        if "keys" in doc:
+            print("\n[keys]")
+            for k, v in doc["keys"].items():
+                print(f"{k} = {json.dumps(v)}")
+    return 0
+
+
+def _keys(cfg: Config, *, as_json: bool) -> int:
+    """Every action of the console, as help lists them, with the keys in effect."""
+    from console.ui.actions import display_key
+    from console.ui.launch import action_registry, check_keys
+
+    check_keys(cfg)
+    registry = action_registry(cfg.keys)
+    rows: list[dict[str, Any]] = [
+        {"id": a.id, "keys": a.key_list, "shown": display_key(a.keys), "action": a.description,
+         "where": list(a.screens), "changes_engines": a.mutating, "remapped": a.id in cfg.keys}
+        for a in registry
+    ]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(r["id"]) for r in rows)
+    for r in rows:
+        keys = ", ".join(r["keys"]) or "(unbound)"
+        where = f"  [{', '.join(r['where'])}]" if r["where"] else ""
+        mark = " *" if r["remapped"] else ""
+        print(f"{r['id']:<{width}}  {keys:<28} {r['action']}{where}{mark}")
+    if cfg.keys:
+        print(f"\n* from [keys] in {cfg.path}")
     return 0

@@ -219,6 +219,7 @@ def run_demo(args: argparse.Namespace) -> int:
             check_backing=fleet.gone,
             lifecycle=ManagerControl(fleet.manager, fleet.config),  # also gives the hub current pids
             on_terminal_loss=fleet.on_terminal_loss,
+            keys=config.keys,
         )
     finally:
         _say(f"enginedeck demo: stopping {len(fleet.config.instances)} engines and the load…")

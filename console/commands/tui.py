@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     settings = resolve_settings(args, config)
     if not config.instances:
-        result = run_setup(settings, str(config.path or config_file()))
+        result = run_setup(settings, str(config.path or config_file()), keys=config.keys)
         if result == "demo":
             from console.commands.demo import run_demo
 

@@ -18,15 +18,38 @@ from console.config import Config, ConsoleSettings, EngineInstance
 from console.errors import UserError
 
 if TYPE_CHECKING:
+    from console.ui.actions import ActionRegistry
     from console.ui.app import DeckApp
     from console.ui.control import LifecycleControl
     from console.ui.terminal_guard import TerminalGuard
 
-__all__ = ["resolve_settings", "run_console", "run_setup"]
+__all__ = ["action_registry", "check_keys", "resolve_settings", "run_console", "run_setup"]
+
+
+def check_keys(config: Config) -> None:
+    """The ``[keys]`` table against the action registry (ids, shared keys): one line naming the file
+    and the entry. The console commands call it (through ``resolve_settings``) before anything starts."""
+    if not config.keys:
+        return
+    from console.errors import ConfigError
+    from console.ui.actions import KeyMapError
+
+    try:
+        action_registry(config.keys)
+    except KeyMapError as exc:
+        raise ConfigError(str(config.path or "config"), f"keys.{exc.action}", exc.problem) from None
+
+
+def action_registry(keys: Mapping[str, Sequence[str]] | None = None) -> ActionRegistry:
+    """Every action of the console, with ``keys`` (``[keys]``) applied: the registry it would run with."""
+    from console.ui.app import DeckApp
+
+    return DeckApp(None, keys=keys).registry
 
 
 def resolve_settings(args: argparse.Namespace, config: Config) -> ConsoleSettings:
-    """Command-line flags over the config file's [console] table."""
+    """Command-line flags over the config file's [console] table (and its [keys] checked)."""
+    check_keys(config)
     s = config.console
     updates: dict[str, Any] = {}
     if args.read_only:
@@ -73,13 +96,15 @@ def run_console(
     lifecycle: LifecycleControl | None = None,
     pids_of: Callable[[str], tuple[int, ...]] | None = None,
     on_terminal_loss: TerminalLossAction | None = None,
+    keys: Mapping[str, Sequence[str]] | None = None,
 ) -> str | None:
     """Run the console until quit; returns the app's result ("demo" from the setup screen).
 
     ``lifecycle``: engine control already built by the caller (the demo); otherwise one is made
     from ``config`` when it has managed engines. ``pids_of``: current process ids per engine.
     ``on_terminal_loss``: what to do with the engines when the terminal is lost (the demo stops
-    its simulators); by default ``settings.on_terminal_loss`` applied to ``lifecycle``'s engines."""
+    its simulators); by default ``settings.on_terminal_loss`` applied to ``lifecycle``'s engines.
+    ``keys``: the user's ``[keys]`` (``config.keys`` when not given)."""
     from console.lifecycle.terminal_loss import last_resort
     from console.telemetry.hub import Hub
     from console.ui.app import DeckApp, UiOptions
@@ -109,6 +134,7 @@ def run_console(
                 instances={i.name: i for i in instances},
                 lifecycle=lifecycle,
                 check_backing=check_backing,
+                keys=keys if keys is not None else (config.keys if config is not None else None),
             )
             return _run_guarded(app, guard, mouse=settings.mouse)
         finally:
@@ -120,13 +146,14 @@ def run_console(
         guard.close()
 
 
-def run_setup(settings: ConsoleSettings, config_path: str) -> str | None:
+def run_setup(settings: ConsoleSettings, config_path: str,
+              keys: Mapping[str, Sequence[str]] | None = None) -> str | None:
     """The no-configuration screen; returns "demo" when the user asks for the demo."""
     from console.ui.app import DeckApp, UiOptions
     from console.ui.terminal_guard import TerminalGuard
 
     app = DeckApp(None, options=UiOptions(layout=settings.layout, mouse=settings.mouse,
-                                          setup_config_path=config_path))
+                                          setup_config_path=config_path), keys=keys)
     guard = TerminalGuard()
     guard.install()
     try:

@@ -11,6 +11,11 @@ from console.ui.host import host_of
 from console.ui.screens.base import DeckScreen
 
 
+def _label(a: Action) -> str:
+    keys = display_key(a.keys)  # as [keys] in config.toml left them; an unbound action has none
+    return f"{a.description}  ({keys})" if keys else a.description
+
+
 class ActionsProvider(Provider):
     def _actions(self) -> list[Action]:
         host = host_of(self.app)
@@ -33,7 +38,7 @@ class ActionsProvider(Provider):
     async def discover(self) -> Hits:
         for a in self._actions():
             yield DiscoveryHit(
-                f"{a.description}  ({display_key(a.keys)})",
+                _label(a),
                 partial(self._run, a.id),
                 text=a.description,
                 help=f"{a.group}" + (" · changes engine state, asks first" if a.mutating else ""),
@@ -42,7 +47,7 @@ class ActionsProvider(Provider):
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for a in self._actions():
-            label = f"{a.description}  ({display_key(a.keys)})"
+            label = _label(a)
             score = matcher.match(f"{a.description} {a.id} {a.group}")
             if score > 0:
                 yield Hit(score, matcher.highlight(label), partial(self._run, a.id), text=a.description,

@@ -30,7 +30,7 @@ def help_table(registry: ActionRegistry, *, read_only: bool) -> Table:
         for a in actions:
             where = "" if not a.screens else ", ".join(a.screens)
             desc = a.description + (" (asks first)" if a.mutating else "")
-            table.add_row(display_key(a.keys), desc, where)
+            table.add_row(display_key(a.keys) or "-", desc, where)  # "-": unbound in [keys] (palette only)
     return table
 
 
@@ -43,7 +43,7 @@ class _Popup(ModalScreen[None]):
         if host is None:
             return
         for a in host.registry:
-            if a.group == "Navigate" and event.key in [k.strip() for k in a.keys.split(",")]:
+            if a.group == "Navigate" and event.key in a.key_list:
                 event.stop()
                 self.dismiss(None)
                 self.app.call_later(host.run_deck_action, a.id)
@@ -60,6 +60,9 @@ class HelpScreen(_Popup):
         super().__init__()
         self.registry = registry
         self.read_only = read_only
+        # The help key closes it again, also when [keys] in config.toml moved help elsewhere.
+        for key in registry.get("help").key_list if "help" in registry else ():
+            self._bindings.bind(key, "dismiss", "Close", show=False)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box", classes="popup"):
