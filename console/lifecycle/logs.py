@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from console.listeners import add_listener
 from console.secrets import Scrubber
 
 DEFAULT_CAPACITY = 10_000
@@ -249,15 +250,7 @@ class LogBuffer:
 
     # ---------------------------------------------------------------- listeners
     def subscribe(self, listener: LogListener) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return add_listener(self._listeners, self._lock, listener)
 
     def _maybe_notify(self) -> None:
         with self._lock:

@@ -51,6 +51,7 @@ from console.lifecycle.slot import Slot
 from console.lifecycle.state import RUNNING_PHASES, TERMINAL, Backend, InstanceState
 from console.lifecycle.stopping import await_gpu_release, terminate
 from console.lifecycle.watch import Watcher
+from console.listeners import add_listener
 from console.model import Phase
 from console.secrets import instance_secrets
 
@@ -127,15 +128,7 @@ class LifecycleManager:
 
     def subscribe(self, listener: StateListener) -> Callable[[], None]:
         """Call ``listener(state)`` on every state change of any instance (in a worker thread)."""
-        with self._cond:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._cond:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return add_listener(self._listeners, self._cond, listener)
 
     # ================================================================= actions (return futures)
     def start(self, name: str) -> Future[InstanceState]:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import httpx
 
 from console.config import EngineInstance
+from console.listeners import add_listener
 from console.model import (
     EngineIdentity,
     EngineSnapshot,
@@ -372,15 +373,7 @@ class Hub:
             c.want_raw = n == name
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return add_listener(self._listeners, self._lock, listener)
 
     def start(self) -> None:
         if self._thread is not None:
