@@ -88,6 +88,23 @@ async def test_a_remapped_key_acts_and_the_old_one_no_longer_does() -> None:
         assert not isinstance(app.screen, HelpScreen)
 
 
+async def test_the_explain_key_closes_the_explain_pop_up_wherever_it_is() -> None:
+    from console.ui.screens.modals import ExplainScreen
+
+    app = _app({"explain": ["ctrl+e"]})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settle(pilot)
+        await pilot.press("e")
+        await _settle(pilot)
+        assert not isinstance(app.screen, ExplainScreen)
+        await pilot.press("ctrl+e")
+        await _settle(pilot)
+        assert isinstance(app.screen, ExplainScreen)
+        await pilot.press("ctrl+e")
+        await _settle(pilot)
+        assert not isinstance(app.screen, ExplainScreen)
+
+
 async def test_footer_help_and_palette_show_the_new_key() -> None:
     app = _app({"pause": ["z"], "help": ["h"], "explain": [], "filter": ["f"]})
     async with app.run_test(size=(120, 24)) as pilot:
@@ -101,7 +118,7 @@ async def test_footer_help_and_palette_show_the_new_key() -> None:
         assert rows["Pause / resume collection"] == "z"
         assert rows["Help: every key"] == "h"
         assert rows["Filter engines"] == "f"
-        assert rows["Explain the metric under the cursor"] == "-"
+        assert rows["Explain the metric under the cursor"] == "unbound"
         await pilot.press("h")
         await _settle(pilot)
         from console.ui.palette import ActionsProvider

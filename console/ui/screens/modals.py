@@ -30,7 +30,8 @@ def help_table(registry: ActionRegistry, *, read_only: bool) -> Table:
         for a in actions:
             where = "" if not a.screens else ", ".join(a.screens)
             desc = a.description + (" (asks first)" if a.mutating else "")
-            table.add_row(display_key(a.keys) or "-", desc, where)  # "-": unbound in [keys] (palette only)
+            # An action [keys] in config.toml unbound is still listed: the palette runs it.
+            table.add_row(display_key(a.keys) or Text("unbound", style="dim"), desc, where)
     return table
 
 
@@ -49,20 +50,26 @@ class _Popup(ModalScreen[None]):
                 self.app.call_later(host.run_deck_action, a.id)
                 return
 
+    closed_by = ""  # the action whose keys open this pop-up: they close it too, wherever [keys] put them
+
+    def on_mount(self) -> None:
+        host = host_of(self.app)
+        if host is not None and self.closed_by in host.registry:
+            for key in host.registry.get(self.closed_by).key_list:
+                self._bindings.bind(key, "dismiss", "Close", show=False)
+
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)
 
 
 class HelpScreen(_Popup):
     BINDINGS: ClassVar = [Binding("escape,q,question_mark,f1", "dismiss", "Close", show=False)]
+    closed_by = "help"
 
     def __init__(self, registry: ActionRegistry, *, read_only: bool) -> None:
         super().__init__()
         self.registry = registry
         self.read_only = read_only
-        # The help key closes it again, also when [keys] in config.toml moved help elsewhere.
-        for key in registry.get("help").key_list if "help" in registry else ():
-            self._bindings.bind(key, "dismiss", "Close", show=False)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box", classes="popup"):
@@ -78,6 +85,7 @@ class HelpScreen(_Popup):
 
 class ExplainScreen(_Popup):
     BINDINGS: ClassVar = [Binding("escape,q,e", "dismiss", "Close", show=False)]
+    closed_by = "explain"
 
     def __init__(self, metric: str, profile: EngineProfile | None, engine: str, *, simulated: bool) -> None:
         super().__init__()
