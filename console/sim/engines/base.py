@@ -215,6 +215,21 @@ class Flavour:
         """Counters for ``/_sim/state``, in this engine's own meaning (see subclasses)."""
         raise NotImplementedError
 
+    def truth(self, *, prompt: int, generation: int, cached: int) -> dict[str, int]:
+        """The ``ground_truth`` document. Engines differ in when they count prompt, generated and
+        cached tokens (the arguments); the other counters mean the same everywhere."""
+        c = self.c
+        return {
+            "prompt_tokens": prompt,
+            "generation_tokens": generation,
+            "prefix_cache_queries": c.prefix_queries,
+            "prefix_cache_hits": c.prefix_hits,
+            "cached_prompt_tokens": cached,
+            "preemptions": c.preemptions,
+            "requests_finished": c.finished,
+            "requests_failed": c.aborted + c.errors,
+        }
+
     def state(self, *, requests: bool = True) -> dict[str, Any]:
         """Ground truth; ``requests=False`` leaves out the finished-request records (cheap to poll often)."""
         s = self.scheduler

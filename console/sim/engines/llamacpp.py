@@ -88,16 +88,7 @@ class LlamacppFlavour(Flavour):
 
     def ground_truth(self) -> dict[str, int]:
         c = self.c
-        return {
-            "prompt_tokens": c.uncached_at_first_token,
-            "generation_tokens": c.gen_at_finish,
-            "prefix_cache_queries": c.prefix_queries,
-            "prefix_cache_hits": c.prefix_hits,
-            "cached_prompt_tokens": c.cached_at_first_token,
-            "preemptions": c.preemptions,
-            "requests_finished": c.finished,
-            "requests_failed": c.aborted + c.errors,
-        }
+        return self.truth(prompt=c.uncached_at_first_token, generation=c.gen_at_finish, cached=c.cached_at_first_token)
 
     def metrics_families(self) -> list[Family]:
         # Not prometheus_client shaped; render_metrics writes the text directly.

@@ -146,16 +146,7 @@ class TrtllmFlavour(Flavour):
 
     def ground_truth(self) -> dict[str, int]:
         c = self.c
-        return {
-            "prompt_tokens": c.prompt_at_finish,
-            "generation_tokens": c.gen_at_finish,
-            "prefix_cache_queries": c.prefix_queries,
-            "prefix_cache_hits": c.prefix_hits,
-            "cached_prompt_tokens": c.cached_at_finish,
-            "preemptions": c.preemptions,
-            "requests_finished": c.finished,
-            "requests_failed": c.aborted + c.errors,
-        }
+        return self.truth(prompt=c.prompt_at_finish, generation=c.gen_at_finish, cached=c.cached_at_finish)
 
     def labels(self) -> Labels:
         return (("engine_type", "pytorch"), ("model_name", self.model))

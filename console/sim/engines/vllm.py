@@ -113,16 +113,7 @@ class VllmFlavour(Flavour):
 
     def ground_truth(self) -> dict[str, int]:
         c = self.c
-        return {
-            "prompt_tokens": c.prompt_at_first_token,
-            "generation_tokens": c.gen_live,
-            "prefix_cache_queries": c.prefix_queries,
-            "prefix_cache_hits": c.prefix_hits,
-            "cached_prompt_tokens": c.cached_at_first_token,
-            "preemptions": c.preemptions,
-            "requests_finished": c.finished,
-            "requests_failed": c.aborted + c.errors,
-        }
+        return self.truth(prompt=c.prompt_at_first_token, generation=c.gen_live, cached=c.cached_at_first_token)
 
     # ---- metrics ----
     def labels(self) -> Labels:
