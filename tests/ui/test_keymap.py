@@ -167,6 +167,17 @@ async def test_read_only_refuses_a_remapped_engine_action() -> None:
         assert "stop" not in [a.id for a in app.registry.visible(read_only=True)]
 
 
+async def test_ctrl_c_names_the_users_quit_key() -> None:
+    app = _app({"quit": ["ctrl+x"]})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settle(pilot)
+        notes: list[str] = []
+        app.notify = lambda message, *a, **k: notes.append(str(message))  # type: ignore[method-assign]
+        await pilot.press("ctrl+c")
+        await _settle(pilot)
+        assert notes == ["quit: ^x"]
+
+
 async def test_ctrl_c_can_be_the_users_quit_key() -> None:
     app = _app({"quit": ["q", "ctrl+c"]})
     async with app.run_test(size=(80, 24)) as pilot:
