@@ -4,6 +4,7 @@ imported to build `enginedeck --help`, so what they register with must stay chea
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def add_common(p: argparse.ArgumentParser, *, name: bool = True) -> None:
@@ -17,6 +18,15 @@ def add_read_only(p: argparse.ArgumentParser) -> None:
     """--read-only for the commands that change something (up, down, restart, pull, adopt)."""
     p.add_argument("--read-only", action="store_true",
                    help="refuse to change anything (as [console] read_only = true in the configuration)")
+
+
+def add_change_command(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
+    """The parser of a command that changes an engine (up, down, restart, pull, adopt): NAME,
+    --config and --read-only."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=summary)
+    add_common(p)
+    add_read_only(p)
+    return p
 
 
 def add_yes(p: argparse.ArgumentParser) -> None:

@@ -13,11 +13,9 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common, add_read_only, add_yes
+    from console.commands._args import add_change_command, add_yes
 
-    p = sub.add_parser("adopt", help="take control of a running engine container enginedeck did not start")
-    add_common(p)
-    add_read_only(p)
+    p = add_change_command(sub, "adopt", "take control of a running engine container enginedeck did not start")
     p.add_argument("--container", metavar="ID", help="the container (default: the one found for NAME's image/port)")
     add_yes(p)
     p.set_defaults(func=run)
@@ -26,12 +24,10 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.errors import UserError
     from console.lifecycle.audit import AuditLog
-    from console.lifecycle.cli_support import confirmed, load, refuse_if_read_only
+    from console.lifecycle.cli_support import confirmed, load_for_change
     from console.lifecycle.manager import LifecycleManager
 
-    cfg, inst = load(args)
-    assert inst is not None
-    refuse_if_read_only(args, cfg, "adopt", inst.name)
+    cfg, inst = load_for_change(args, "adopt")
     if inst.config.managed != "docker":
         raise UserError(f"adopt {inst.name}: only Docker engines can be adopted (this one is {inst.config.managed})")
     target = args.container or "the container found for it"

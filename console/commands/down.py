@@ -12,23 +12,19 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common, add_read_only, add_yes
+    from console.commands._args import add_change_command, add_yes
 
-    p = sub.add_parser("down", help="stop a managed engine and remove its container")
-    add_common(p)
-    add_read_only(p)
+    p = add_change_command(sub, "down", "stop a managed engine and remove its container")
     add_yes(p)
     p.add_argument("--timeout", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: config)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.lifecycle.cli_support import PhaseReporter, confirmed, load, refuse_if_read_only
+    from console.lifecycle.cli_support import PhaseReporter, confirmed, load_for_change
     from console.lifecycle.manager import LifecycleManager
 
-    cfg, inst = load(args)
-    assert inst is not None
-    refuse_if_read_only(args, cfg, "down", inst.name)
+    cfg, inst = load_for_change(args, "down")
     if not confirmed(args, "down", inst.name, f"Stop {inst.name} ({inst.config.managed}, {inst.url})?"):
         print("not stopped", file=sys.stderr)
         return 1

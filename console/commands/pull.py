@@ -11,21 +11,17 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common, add_read_only
+    from console.commands._args import add_change_command
 
-    p = sub.add_parser("pull", help="pull a container engine's image (with progress)")
-    add_common(p)
-    add_read_only(p)
+    p = add_change_command(sub, "pull", "pull a container engine's image (with progress)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.lifecycle.cli_support import load, refuse_if_read_only
+    from console.lifecycle.cli_support import load_for_change
     from console.lifecycle.manager import LifecycleManager
 
-    cfg, inst = load(args)
-    assert inst is not None
-    refuse_if_read_only(args, cfg, "pull", inst.name)
+    cfg, inst = load_for_change(args, "pull")
     image = inst.config.image or f"{inst.profile.container.image}:{inst.profile.container.tag}"
     tty = sys.stderr.isatty()
     shown = [-10.0]

@@ -13,23 +13,19 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common, add_read_only, add_wait, add_yes
+    from console.commands._args import add_change_command, add_wait, add_yes
 
-    p = sub.add_parser("restart", help="restart a managed engine")
-    add_common(p)
-    add_read_only(p)
+    p = add_change_command(sub, "restart", "restart a managed engine")
     add_yes(p)
     add_wait(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.lifecycle.cli_support import bring_up, confirmed, load, refuse_if_read_only
+    from console.lifecycle.cli_support import bring_up, confirmed, load_for_change
     from console.lifecycle.manager import LifecycleManager
 
-    cfg, inst = load(args)
-    assert inst is not None
-    refuse_if_read_only(args, cfg, "restart", inst.name)
+    cfg, inst = load_for_change(args, "restart")
     prompt = f"Restart {inst.name} ({inst.config.managed}, {inst.url})? It stops serving until ready again."
     if not confirmed(args, "restart", inst.name, prompt):
         print("not restarted", file=sys.stderr)

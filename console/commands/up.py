@@ -13,22 +13,18 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common, add_read_only, add_wait
+    from console.commands._args import add_change_command, add_wait
 
-    p = sub.add_parser("up", help="start a configured engine and wait until it is ready")
-    add_common(p)
-    add_read_only(p)
+    p = add_change_command(sub, "up", "start a configured engine and wait until it is ready")
     add_wait(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.lifecycle.cli_support import bring_up, load, refuse_if_read_only
+    from console.lifecycle.cli_support import bring_up, load_for_change
     from console.lifecycle.manager import LifecycleManager
 
-    cfg, inst = load(args)
-    assert inst is not None
-    refuse_if_read_only(args, cfg, "up", inst.name)
+    cfg, inst = load_for_change(args, "up")
     manager = LifecycleManager(cfg)
     try:
         return bring_up(manager, inst, "start", wait=args.wait, timeout=args.timeout)

@@ -31,6 +31,16 @@ def load(args: argparse.Namespace) -> tuple[Config, EngineInstance | None]:
     return cfg, inst
 
 
+def load_for_change(args: argparse.Namespace, action: str) -> tuple[Config, EngineInstance]:
+    """The configuration and NAME's instance for a command that changes something (up, down,
+    restart, pull, adopt); in read-only mode the attempt is refused (and audited) here."""
+    cfg, inst = load(args)
+    if inst is None:
+        raise UserError(f"{action}: which engine? (NAME is required)")
+    refuse_if_read_only(args, cfg, action, inst.name)
+    return cfg, inst
+
+
 def refuse_if_read_only(args: argparse.Namespace, cfg: Config, action: str, name: str) -> None:
     """Read-only mode (``--read-only`` or ``[console] read_only = true``) binds the headless commands
     as it binds the console: the attempt is audited as refused and nothing is done."""
