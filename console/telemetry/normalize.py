@@ -29,14 +29,17 @@ Nothing here raises on bad payloads: garbage gives a ``Reading`` with ``errors``
 
 from __future__ import annotations
 
+import gc
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from operator import itemgetter
+from typing import Any, Literal
 
 from console.model import RawSeries
 from console.profiles import EngineProfile, MetricMapping
 from console.telemetry.promtext import Family, ParseResult, Sample, parse
+from console.telemetry.promtext import clear_caches as clear_label_caches
 from console.telemetry.trtjson import parse_trtllm_json
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "Reading",
     "Resolution",
     "SeriesKey",
+    "clear_caches",
     "finite_sum",
     "normalize",
     "parse_payload",
@@ -217,6 +221,22 @@ def normalize(
     ``full=False`` parses only the families the profile maps (much faster on large payloads);
     ``raw`` and ``unmapped`` then cover only those.
     """
+    # A payload becomes tens of thousands of tuples, none in a reference cycle: the cyclic collector
+    # would only walk them (and every other object of the process, in its full passes) over and
+    # over while they are made. It runs once afterwards instead.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _normalize(profile, payload, format, full)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _normalize(
+    profile: EngineProfile, payload: bytes | str | ParseResult, format: PayloadFormat | None, full: bool
+) -> Reading:
     if isinstance(payload, ParseResult):
         fmt: PayloadFormat = format or "prometheus"
         parsed = payload
@@ -278,7 +298,7 @@ def _samples_named(parsed: ParseResult, name: str, fams: set[str]) -> list[Sampl
                 candidates.append(parent)
     for f in candidates:
         before = len(out)
-        out.extend(s for s in f.samples if s.name == name)
+        out += [s for s in f.samples if s[0] == name]  # s[0]: the sample name
         if len(out) > before:
             fams.add(f.name)
     return out
@@ -331,9 +351,9 @@ def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
     if not match:
         return True
     present = dict(labels)
-    for key, allowed in match.items():
+    for alts, allowed in _match_plan(match):
         value = None
-        for alt in key.split("|"):
+        for alt in alts:
             if alt in present:
                 value = present[alt]
                 break
@@ -342,63 +362,77 @@ def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
     return True
 
 
+# A mapping's ``match`` with its ``a|b`` keys split, per match dict (profiles live for the process).
+_MATCH_PLANS: dict[int, tuple[dict[str, tuple[str, ...]], list[tuple[list[str], tuple[str, ...]]]]] = {}
+
+
+def _match_plan(match: dict[str, tuple[str, ...]]) -> list[tuple[list[str], tuple[str, ...]]]:
+    hit = _MATCH_PLANS.get(id(match))
+    if hit is None or hit[0] is not match:
+        if len(_MATCH_PLANS) > 256:
+            _MATCH_PLANS.clear()
+        hit = _MATCH_PLANS[id(match)] = (match, [(key.split("|"), allowed) for key, allowed in match.items()])
+    return hit[1]
+
+
 _LE_CACHE: dict[str, float | None] = {}
 _INF = math.inf
 
 
-def _le_bound(labels: SeriesKey) -> float | None:
-    for k, v in labels:
-        if k == "le":
-            bound = _LE_CACHE.get(v)
-            if bound is None and v not in _LE_CACHE:
-                try:
-                    bound = float(v)
-                except ValueError:
-                    bound = None
-                if len(_LE_CACHE) > 10_000:
-                    _LE_CACHE.clear()
-                _LE_CACHE[v] = bound
-            return bound
-    return None
+def _le_value(v: str) -> float | None:
+    """An ``le`` label's bound, None when it is not a number."""
+    bound = _LE_CACHE.get(v)
+    if bound is None and v not in _LE_CACHE:
+        try:
+            bound = float(v)
+        except ValueError:
+            bound = None
+        if len(_LE_CACHE) > 10_000:
+            _LE_CACHE.clear()
+        _LE_CACHE[v] = bound
+    return bound
 
 
-class _HistAcc:
-    __slots__ = ("buckets", "count", "sum")
+# One histogram series being read: [bucket bound -> count, sum or None, count or None]. A list, not
+# an object: a cold payload can create thousands per scrape.
+_BUCKETS, _SUM, _COUNT = 0, 1, 2
 
-    def __init__(self) -> None:
-        self.buckets: dict[float, float] = {}
-        self.sum: float | None = None
-        self.count: float | None = None
 
-    def total(self) -> float | None:
-        """The observation count: ``_count``, else the +Inf bucket; None when it has neither (the
-        largest finite bucket is not the count: observations above it are unknown)."""
-        if self.count is not None:
-            return self.count
-        return self.buckets.get(math.inf)
+def _hist_total(h: list[Any]) -> float | None:
+    """The observation count: ``_count``, else the +Inf bucket; None when it has neither (the
+    largest finite bucket is not the count: observations above it are unknown)."""
+    count: float | None = h[_COUNT]
+    if count is not None:
+        return count
+    inf: float | None = h[_BUCKETS].get(math.inf)
+    return inf
 
-    def size(self) -> float:
-        """For choosing among shards: the count, else the largest bucket."""
-        total = self.total()
-        return total if total is not None else max(self.buckets.values(), default=0.0)
 
-    def build(self, scale: float) -> HistogramSeries:
-        buckets = dict(self.buckets)
-        count = self.total()
-        if buckets and math.inf not in buckets and count is not None:
-            buckets[math.inf] = count
-        bounds = tuple(sorted(buckets))
-        counts: list[float] = []
-        running = 0.0
-        for b in bounds:
-            # Cumulative counts never decrease; a torn scrape is clamped rather than trusted.
-            running = max(running, buckets[b])
-            counts.append(running)
-        scaled = tuple(b * scale for b in bounds) if scale != 1.0 else bounds
-        s = None if self.sum is None else self.sum * scale
-        if s is not None and not math.isfinite(s):
-            s = None  # overflowed by the scale
-        return HistogramSeries(scaled, tuple(counts), s, count)
+def _hist_size(h: list[Any]) -> float:
+    """For choosing among shards: the count, else the largest bucket."""
+    total = _hist_total(h)
+    return total if total is not None else max(h[_BUCKETS].values(), default=0.0)
+
+
+def _hist_build(h: list[Any], scale: float) -> HistogramSeries:
+    buckets: dict[float, float] = h[_BUCKETS]
+    count = _hist_total(h)
+    if buckets and count is not None and math.inf not in buckets:
+        buckets = {**buckets, math.inf: count}
+    bounds = tuple(sorted(buckets))
+    counts: list[float] = []
+    running = 0.0
+    for b in bounds:
+        # Cumulative counts never decrease; a torn scrape is clamped rather than trusted.
+        c = buckets[b]
+        if c > running:
+            running = c
+        counts.append(running)
+    scaled = tuple(b * scale for b in bounds) if scale != 1.0 else bounds
+    s = None if h[_SUM] is None else h[_SUM] * scale
+    if s is not None and not math.isfinite(s):
+        s = None  # overflowed by the scale
+    return HistogramSeries(scaled, tuple(counts), s, count)
 
 
 class _ModelAcc:
@@ -413,10 +447,37 @@ class _ModelAcc:
         self.replicas: set[SeriesKey] = set()
 
 
-# Label splitting per profile layout, kept across scrapes (the same label sets recur every scrape).
-_Split = tuple[str, SeriesKey, SeriesKey, SeriesKey]
+# Label splitting per profile layout, kept across scrapes (the same label sets recur every scrape):
+# labels -> (model, series key, shard key, replica key, ``le`` bound, (model, series key, shard key)).
+# The last is built once per label set, so that the hot loops do not build a tuple per sample.
+_Split = tuple[str, SeriesKey, SeriesKey, SeriesKey, float | None, tuple[str, SeriesKey, SeriesKey]]
 _SPLIT_CACHES: dict[tuple[str, frozenset[str], frozenset[str]], dict[SeriesKey, _Split]] = {}
 _SPLIT_CACHE_MAX = 50_000
+# Per layout: the label names of a label set -> where its model, key, shard, replica and ``le``
+# labels sit. The series of a family share their names, so a label set never seen before (a cold
+# scrape of thousands of series) is split by index instead of by a loop over its labels.
+_Pick = Callable[[SeriesKey], SeriesKey] | None  # None: no such labels
+_Layout = tuple[int, _Pick, _Pick, _Pick, int]
+_LAYOUTS: dict[tuple[str, frozenset[str], frozenset[str]], dict[tuple[str, ...], _Layout]] = {}
+_first = itemgetter(0)
+
+
+def _picker(indices: list[int]) -> _Pick:
+    """A function giving the labels at ``indices`` as a tuple (``itemgetter`` of one index does not)."""
+    if not indices:
+        return None
+    if len(indices) == 1:
+        i = indices[0]
+        return lambda labels: (labels[i],)
+    return itemgetter(*indices)
+
+
+def clear_caches() -> None:
+    """Forget every cached label split and parsed label set (what an engine's first scrape finds)."""
+    _SPLIT_CACHES.clear()
+    _LAYOUTS.clear()
+    _LE_CACHE.clear()
+    clear_label_caches()
 
 
 class _Builder:
@@ -431,35 +492,48 @@ class _Builder:
         if cache is None:
             if len(_SPLIT_CACHES) > 64:
                 _SPLIT_CACHES.clear()
+                _LAYOUTS.clear()
             cache = _SPLIT_CACHES[config] = {}
+        elif len(cache) > _SPLIT_CACHE_MAX:
+            cache.clear()
         self.split_cache = cache
+        layouts = _LAYOUTS.get(config)
+        if layouts is None or len(layouts) > _SPLIT_CACHE_MAX:
+            layouts = _LAYOUTS[config] = {}
+        self.layouts = layouts
 
-    def _split(self, labels: SeriesKey) -> tuple[str, SeriesKey, SeriesKey, SeriesKey]:
-        """labels -> (model, series key, shard key, replica key); cached across scrapes."""
-        hit = self.split_cache.get(labels)
-        if hit is not None:
-            return hit
-        if len(self.split_cache) > _SPLIT_CACHE_MAX:
-            self.split_cache.clear()
-        hit = self.split_cache[labels] = self._split_uncached(labels)
+    def _split_new(self, labels: SeriesKey) -> _Split:
+        names = tuple(map(_first, labels))
+        layout = self.layouts.get(names)
+        if layout is None:
+            layout = self.layouts[names] = self._layout(names)
+        model_i, key_of, shard_of, replica_of, le_i = layout
+        model = labels[model_i][1] if model_i >= 0 else ""
+        key = key_of(labels) if key_of is not None else ()
+        shard = shard_of(labels) if shard_of is not None else ()
+        hit = (model, key, shard, replica_of(labels) if replica_of is not None else (),
+               _le_value(labels[le_i][1]) if le_i >= 0 else None, (model, key, shard))  # fmt: skip
+        self.split_cache[labels] = hit
         return hit
 
-    def _split_uncached(self, labels: SeriesKey) -> tuple[str, SeriesKey, SeriesKey, SeriesKey]:
-        model = ""
-        key: list[tuple[str, str]] = []
-        shard: list[tuple[str, str]] = []
-        replica: list[tuple[str, str]] = []
-        for kv in labels:
-            k = kv[0]
+    def _layout(self, names: tuple[str, ...]) -> _Layout:
+        """Where the parts of a label set with these (sorted, distinct) names sit."""
+        model_i = le_i = -1
+        key: list[int] = []
+        shard: list[int] = []
+        replica: list[int] = []
+        for i, k in enumerate(names):
+            if k == "le" and le_i < 0:
+                le_i = i
             if k == self.model_label:
-                model = kv[1]
+                model_i = i
             elif k in self.shard_labels:
-                shard.append(kv)
+                shard.append(i)
             elif k != "le":
-                key.append(kv)
+                key.append(i)
                 if k in self.replica_labels:
-                    replica.append(kv)
-        return model, tuple(key), tuple(shard), tuple(replica)
+                    replica.append(i)
+        return model_i, _picker(key), _picker(shard), _picker(replica), le_i
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self.models.get(name)
@@ -472,35 +546,55 @@ class _Builder:
             self._add_histogram(canonical, mapping, samples)
             return
         scale = mapping.scale
+        match = mapping.match
         # model -> series key -> max over shards
         per_model: dict[str, dict[SeriesKey, float]] = {}
         born: dict[str, dict[SeriesKey, float]] = {}
-        for s in samples:
-            model, key, _shard, replica = self._split(s.labels)
+        created_of = self.created if mapping.kind == "counter" else None
+        cache_get = self.split_cache.get
+        split_new = self._split_new
+        models = self.models
+        isfinite = math.isfinite
+        last_model: str | None = None
+        replicas: set[SeriesKey] = set()
+        series: dict[SeriesKey, float] = {}
+        for name, labels, raw in samples:
+            hit = cache_get(labels)
+            if hit is None:
+                hit = split_new(labels)
+            model, key, _shard, replica, _le, _ident = hit
             if tag:
                 key = (*key, *tag)
-            if self.created and mapping.kind == "counter":
-                created = self.created.get(s.name.removesuffix("_total"), {}).get(s.labels)
-                if created is not None and math.isfinite(created):
+            if created_of:
+                created = created_of.get(name.removesuffix("_total"), {}).get(labels)
+                if created is not None and isfinite(created):
                     births = born.setdefault(model, {})
                     births[key] = min(births.get(key, created), created)
-            acc = self._model(model)
-            acc.replicas.add(replica)
-            series = per_model.setdefault(model, {})
-            if not _match(s.labels, mapping.match):
+            if model != last_model:
+                acc = models.get(model)
+                if acc is None:
+                    acc = models[model] = _ModelAcc()
+                replicas = acc.replicas
+                got = per_model.get(model)
+                if got is None:
+                    got = per_model[model] = {}
+                series = got
+                last_model = model
+            replicas.add(replica)
+            if match and not _match(labels, match):
                 continue  # the metric exists for this model; this series is filtered out
             # +Inf/-Inf/NaN carry no usable number for a gauge or counter: the series is left out.
-            value = s.value * scale
-            if not math.isfinite(value):
+            value = raw * scale
+            if not isfinite(value):
                 continue
             prev = series.get(key)
-            series[key] = value if prev is None else max(prev, value)
-        for model, series in per_model.items():
+            series[key] = value if prev is None or value > prev else prev
+        for model, ser in per_model.items():
             acc = self.models[model]
             if mapping.kind == "gauge":
-                if not series:
+                if not ser:
                     continue
-                values = list(series.values())
+                values = list(ser.values())
                 total = finite_sum(values)
                 # A sum that overflows is no number: the gauge is left out rather than shown as inf.
                 combined = max(values) if mapping.aggregate == "max" else total
@@ -512,7 +606,7 @@ class _Builder:
                     acc.kv_mean = total / len(values)
             else:
                 # Counters: an empty dict means "present, nothing matched yet" (sums to 0).
-                acc.counters.setdefault(canonical, {}).update(series)
+                acc.counters.setdefault(canonical, {}).update(ser)
                 if model in born:
                     acc.created.setdefault(canonical, {}).update(born[model])
 
@@ -528,45 +622,57 @@ class _Builder:
                 acc.counters.setdefault(canonical, {})
 
     def _add_histogram(self, canonical: str, mapping: MetricMapping, samples: list[Sample]) -> None:
-        # (model, series key, shard key) -> accumulator; the hot loop of a large payload.
-        accs: dict[tuple[str, SeriesKey, SeriesKey], _HistAcc] = {}
+        # (model, series key, shard key) -> [buckets, sum, count]; the hot loop of a large payload.
+        accs: dict[tuple[str, SeriesKey, SeriesKey], list[Any]] = {}
         match = mapping.match
-        split = self._split
-        seen: set[str] = set()
-        for s in samples:
-            labels = s.labels
-            value = s.value
-            model, key, shard, replica = split(labels)
+        cache_get = self.split_cache.get
+        split_new = self._split_new
+        # model -> its replica keys seen here (the metric exists for the model even when filtered out).
+        seen: dict[str, set[SeriesKey]] = {}
+        sharded = False
+        for name, labels, value in samples:
+            hit = cache_get(labels)
+            if hit is None:
+                hit = split_new(labels)
             if match and not _match(labels, match):
-                self._model(model).replicas.add(replica)  # the metric exists for this model
-                seen.add(model)
+                seen.setdefault(hit[0], set()).add(hit[3])
                 continue
-            ident = (model, key, shard)
+            ident = hit[5]
             h = accs.get(ident)
             if h is None:
-                h = accs[ident] = _HistAcc()
-                self._model(model).replicas.add(replica)
-                seen.add(model)
+                h = accs[ident] = [{}, None, None]
+                reps = seen.get(hit[0])
+                if reps is None:
+                    reps = seen[hit[0]] = set()
+                reps.add(hit[3])
+                if hit[2]:
+                    sharded = True
             if not -_INF < value < _INF:  # NaN or an infinity: no usable count or sum
                 continue
-            name = s.name
             if name[-7:] == "_bucket":
-                bound = _le_bound(labels)
+                bound = hit[4]
                 if bound is not None and bound == bound and bound != -_INF:  # not NaN, not -Inf
-                    h.buckets[bound] = value
+                    h[0][bound] = value
             elif name[-4:] == "_sum":
-                h.sum = value
+                h[1] = value
             elif name[-6:] == "_count":
-                h.count = value
-        # Shards of one series: keep the one with the largest count, whole.
-        best: dict[tuple[str, SeriesKey], _HistAcc] = {}
-        for (model, key, _shard), h in accs.items():
-            prev = best.get((model, key))
-            if prev is None or h.size() > prev.size():
-                best[(model, key)] = h
+                h[2] = value
+        for model, reps in seen.items():
+            self._model(model).replicas.update(reps)
         out: dict[str, dict[SeriesKey, HistogramSeries]] = {m: {} for m in seen}
-        for (model, key), h in best.items():
-            out[model][key] = h.build(mapping.scale)
+        scale = mapping.scale
+        if not sharded:
+            for (model, key, _shard), h in accs.items():
+                out[model][key] = _hist_build(h, scale)
+        else:
+            # Shards of one series: keep the one with the largest count, whole.
+            best: dict[tuple[str, SeriesKey], list[Any]] = {}
+            for (model, key, _shard), h in accs.items():
+                prev = best.get((model, key))
+                if prev is None or _hist_size(h) > _hist_size(prev):
+                    best[(model, key)] = h
+            for (model, key), h in best.items():
+                out[model][key] = _hist_build(h, scale)
         for model, series in out.items():
             self.models[model].histograms[canonical] = series
 

@@ -29,8 +29,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import NamedTuple
 
-__all__ = ["KINDS", "Family", "Labels", "ParseResult", "Sample", "parse", "parse_labels"]
+__all__ = ["KINDS", "Family", "Labels", "ParseResult", "Sample", "clear_caches", "parse", "parse_labels"]
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -57,11 +59,23 @@ _HEADS_PER_CALL = 8192
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _ESCAPE_RE = re.compile(r"\\[\\\"n]")
 
-# Label texts seen before -> parsed labels. Bounded: cleared when it grows past the limit; texts
-# longer than _CACHED_TEXT_MAX are one-offs in practice and would pin megabytes each.
+# Label texts seen before -> parsed labels. Bounded by count and by the bytes of text held: cleared
+# when either grows past its limit; texts longer than _CACHED_TEXT_MAX are one-offs in practice
+# and would pin megabytes each.
 _LABEL_CACHE: dict[str, Labels] = {}
 _LABEL_CACHE_MAX = 50_000
+_LABEL_CACHE_BYTES = 8 * 1024 * 1024
 _CACHED_TEXT_MAX = 4096
+_label_cache_bytes = 0
+# The shape of a label text without backslashes (the text with its values cut out: the ``name=``
+# heads joined with '"') -> its sorted names and a picker of their values from ``text.split('"')``,
+# or the ValueError message of a malformed shape. The series of a family share a shape, so a label
+# set never seen before (a new replica, thousands of them in one payload) costs one split, one join
+# and a lookup instead of regex checks and a sort. Bounded by bytes like the label cache.
+_Plan = tuple[tuple[str, ...], Callable[[list[str]], tuple[str, ...]]] | str
+_SHAPES: dict[str, _Plan] = {}
+_SHAPES_BYTES = 1024 * 1024
+_shapes_bytes = 0
 # A sample whose label set is longer than this is a malformed line, not a series: real label sets
 # are a few hundred bytes, and a megabyte-long one would cost its engine's worker thread long
 # GIL-holding calls (sorting, hashing) that stall every other thread, the hub's loop included.
@@ -69,9 +83,11 @@ _MAX_LABEL_TEXT = 64 * 1024
 _NAME_OK: dict[str, bool] = {}
 
 
-@dataclass(slots=True)
-class Sample:
-    """One sample line: full sample name (``x_bucket``, ``x_total`` ...), sorted labels, value."""
+class Sample(NamedTuple):
+    """One sample line: full sample name (``x_bucket``, ``x_total`` ...), sorted labels, value.
+
+    A named tuple, built in the parse loop by ``tuple.__new__`` (a quarter of a dataclass's
+    ``__init__``: a payload can hold tens of thousands of samples)."""
 
     name: str
     labels: Labels
@@ -135,16 +151,63 @@ def parse_labels(text: str) -> Labels:
 
     Linear in ``len(text)`` (slicing the rest of the text per label made megabytes of labels
     take minutes)."""
+    global _label_cache_bytes
     cached = _LABEL_CACHE.get(text)
     if cached is not None:
         return cached
-    pairs = _split_plain(text) if "\\" not in text else _match_escaped(text)
-    labels = tuple(sorted(pairs.items()))
-    if len(text) <= _CACHED_TEXT_MAX:
-        if len(_LABEL_CACHE) > _LABEL_CACHE_MAX:
-            _LABEL_CACHE.clear()
-        _LABEL_CACHE[text] = labels
+    if len(text) > _CACHED_TEXT_MAX:
+        pairs = _split_plain(text) if "\\" not in text else _match_escaped(text)
+        return tuple(sorted(pairs.items()))
+    if "\\" in text:
+        labels = tuple(sorted(_match_escaped(text).items()))
+    else:
+        parts = text.split('"')
+        if not len(parts) & 1:
+            raise ValueError(f"unterminated label value near {parts[-1][:30]!r}")
+        plan = _SHAPES.get('"'.join(parts[::2])) or _shape_plan(parts)
+        if isinstance(plan, str):
+            raise ValueError(plan)
+        names, pick = plan
+        labels = tuple(zip(names, pick(parts), strict=False))  # pick pads a lone label to two
+    if len(_LABEL_CACHE) > _LABEL_CACHE_MAX or _label_cache_bytes > _LABEL_CACHE_BYTES:
+        _LABEL_CACHE.clear()
+        _label_cache_bytes = 0
+    _LABEL_CACHE[text] = labels
+    _label_cache_bytes += len(text)
     return labels
+
+
+def _shape_plan(parts: list[str]) -> _Plan:
+    """The plan for the shape of ``parts`` (a plain label text split at '"', odd length): checked
+    once per shape with the same rules as ``_split_plain``; cached, errors included."""
+    global _shapes_bytes
+    shape = '"'.join(parts[::2])
+    plan: _Plan
+    try:
+        names = _plain_names(parts)
+    except ValueError as exc:
+        plan = str(exc)
+    else:
+        where = {name: 2 * i + 1 for i, name in enumerate(names)}  # a repeated name: the last value
+        order = tuple(sorted(where))
+        indices = [where[n] for n in order] or [0]
+        if len(indices) == 1:
+            indices *= 2  # itemgetter of one index gives the item, not a tuple; zip stops at the names
+        plan = order, itemgetter(*indices)
+    if _shapes_bytes > _SHAPES_BYTES:
+        _SHAPES.clear()
+        _shapes_bytes = 0
+    _SHAPES[shape] = plan
+    _shapes_bytes += len(shape)
+    return plan
+
+
+def clear_caches() -> None:
+    """Forget every parsed label set and shape (what an engine's first scrape finds)."""
+    global _label_cache_bytes, _shapes_bytes
+    _LABEL_CACHE.clear()
+    _SHAPES.clear()
+    _label_cache_bytes = _shapes_bytes = 0
 
 
 def _split_plain(text: str) -> dict[str, str]:
@@ -153,6 +216,12 @@ def _split_plain(text: str) -> dict[str, str]:
     checked by one regex and their names read by another. All of it runs in C: megabytes of
     labels parse at string-method speed."""
     parts = text.split('"')
+    names = _plain_names(parts)
+    return dict(zip(names, parts[1 : len(parts) - 1 : 2], strict=True))
+
+
+def _plain_names(parts: list[str]) -> list[str]:
+    """The label names of a plain label text split at '"'; ValueError when malformed."""
     last = len(parts) - 1
     if last % 2:
         raise ValueError(f"unterminated label value near {parts[-1][:30]!r}")
@@ -160,7 +229,7 @@ def _split_plain(text: str) -> dict[str, str]:
     if last == 0:
         if tail:
             raise ValueError(f"malformed label set near {tail[:30]!r}")
-        return {}
+        return []
     if tail and tail != ",":
         raise ValueError(f"malformed label set near {tail[:30]!r}")
     all_heads = parts[0:last:2]
@@ -173,7 +242,7 @@ def _split_plain(text: str) -> dict[str, str]:
             near = heads[m.end() if m else 0 :][:30]
             raise ValueError(f"malformed label set near {near!r}")
         names += _LABEL_NAME_RE.findall(heads)
-    return dict(zip(names, parts[1:last:2], strict=True))
+    return names
 
 
 def _match_escaped(text: str) -> dict[str, str]:
@@ -236,12 +305,29 @@ def _without_exemplar(rest: str) -> str:
     return rest if cut == -1 else rest[:cut]
 
 
-def _expand_wanted(wanted: Container[str]) -> Container[str]:
+def _expand_wanted(wanted: Container[str]) -> tuple[Container[str], tuple[str, ...] | None]:
+    """(names to keep, the shortest prefixes of those names, or None): a line that starts with none
+    of the prefixes (nor with whitespace or '#') cannot have a wanted name, and is skipped with one
+    ``startswith`` instead of reading its name."""
+    if isinstance(wanted, frozenset):
+        hit = _WANTED_CACHE.get(wanted)
+        if hit is not None:
+            return hit
     if isinstance(wanted, set | frozenset | dict | list | tuple):
         names = set(wanted)
-        return frozenset(names | {n + s for n in names for s in _CHILD_SUFFIXES})
+        accept = frozenset(names | {n + s for n in names for s in _CHILD_SUFFIXES})
+        prefixes = [n for n in sorted(names) if n and not any(n.startswith(m) for m in names if m and m != n)]
+        out: tuple[Container[str], tuple[str, ...] | None] = (accept, None if "" in names else (*prefixes, "#"))
+        if isinstance(wanted, frozenset):
+            if len(_WANTED_CACHE) > 64:
+                _WANTED_CACHE.clear()
+            _WANTED_CACHE[wanted] = out
+        return out
     # An arbitrary container: test each line's name and its suffix-stripped base against it.
-    return _StrippingContainer(wanted)
+    return _StrippingContainer(wanted), None
+
+
+_WANTED_CACHE: dict[frozenset[str], tuple[Container[str], tuple[str, ...] | None]] = {}
 
 
 class _StrippingContainer:
@@ -292,12 +378,13 @@ def parse(
         return result
     if errors:
         result.error_count = len(errors)
-    accept = None if wanted is None else _expand_wanted(wanted)
+    accept, prefixes = (None, None) if wanted is None else _expand_wanted(wanted)
     families = result.families
     # sample name -> family it belongs to (None: skipped, e.g. a _created series).
     route: dict[str, Family | None] = {}
     created_skip: set[str] = set()
     label_cache = _LABEL_CACHE
+    new_tuple = tuple.__new__
     n_samples = 0
     lines = text.split("\n")
     result.line_count = len(lines)
@@ -312,6 +399,8 @@ def parse(
         if not line:
             continue
         first = line[0]
+        if prefixes is not None and not line.startswith(prefixes) and not first.isspace():
+            continue  # its name (a prefix of the line) is not wanted
         if first == "#":
             _comment(line, idx + 1, families, accept, created_skip, keep_created, error)
             continue
@@ -368,14 +457,20 @@ def parse(
                 rest = line[sp + 1 :] if sp != -1 else ""
                 tokens = (_without_exemplar(rest) if "#" in rest else rest).split()
             # Fast path: a lone value (no timestamp).
-            value = float(tokens[0]) if len(tokens) == 1 else _parse_value(tokens)
+            if len(tokens) == 1:
+                value = float(tokens[0])
+            elif tokens:
+                value = _parse_value(tokens)
+            else:
+                error(idx + 1, "missing value", line)  # as _parse_value says, without raising
+                continue
         except ValueError as exc:
             error(idx + 1, str(exc) or "malformed sample", line)
             continue
         if fam is _CREATED:
             result.created.setdefault(name[: -len("_created")], {})[labels] = value
             continue
-        fam.samples.append(Sample(name, labels, value))
+        fam.samples.append(new_tuple(Sample, (name, labels, value)))
         n_samples += 1
     result.sample_count = n_samples
     if result.error_count > len(errors) and len(errors) >= max_errors:

@@ -48,6 +48,9 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from operator import add as _add
+from operator import lt as _lt
+from operator import sub as _sub
 
 from console.model import ModelMetrics, Quantiles, Rates
 from console.profiles import EngineProfile
@@ -69,6 +72,8 @@ QUANTILE_WINDOW = 60.0
 HIT_RATE_WINDOW = 60.0
 LOW_SAMPLE = 20
 TOTAL_MODEL = "*"  # ModelMetrics.model of the all-models total
+
+_INF = math.inf
 
 # model -> canonical -> series -> value
 _CounterTree = dict[str, dict[str, dict[SeriesKey, float]]]
@@ -246,8 +251,12 @@ class EngineMetricsState:
             return raw
         # A drop of the value (counters) or of the count / any bucket (histograms) is a reset. The
         # sum of a histogram is not checked: it may fall legitimately with negative observations.
-        checked = range(len(raw)) if not bounds else [*range(len(bounds)), len(raw) - 1]
-        reset = any(raw[i] < track.last_raw[i] for i in checked)
+        last_raw = track.last_raw
+        if bounds:
+            n = len(bounds)
+            reset = raw[-1] < last_raw[-1] or any(map(_lt, raw[:n], last_raw[:n]))
+        else:
+            reset = any(map(_lt, raw, last_raw))
         if reset:
             self.resets += 1
             # New baseline: keep the corrected value where it was, so this interval adds 0.
@@ -257,7 +266,9 @@ class EngineMetricsState:
             ]
         track.last_raw = raw
         track.last_t = t
-        corrected = tuple(r + off for r, off in zip(raw, track.offset, strict=True))
+        corrected = tuple(map(_add, raw, track.offset))
+        if not any(track.offset) and _INF not in raw and -_INF not in raw:
+            return corrected  # no offset yet (the usual): finite where the raw values are
         if not all(math.isfinite(c) or math.isnan(r) for c, r in zip(corrected, raw, strict=True)):
             # Values near the float maximum overflowed the offset: start a new baseline.
             self._tracks[key] = _Track(raw, [0.0] * len(raw), bounds, t)
@@ -308,12 +319,14 @@ class EngineMetricsState:
                 if series is None:
                     continue
                 present = True
+                at_base = frames[base].counters.get(model, {}).get(canonical, {})
                 for key, value in series.items():
-                    start = None
-                    for j in range(base, len(frames) - 1):
-                        start = frames[j].counters.get(model, {}).get(canonical, {}).get(key)
-                        if start is not None:
-                            break
+                    start = at_base.get(key)
+                    if start is None:  # born after the base frame: its first value since
+                        for j in range(base + 1, len(frames) - 1):
+                            start = frames[j].counters.get(model, {}).get(canonical, {}).get(key)
+                            if start is not None:
+                                break
                     if start is not None:
                         total += max(0.0, value - start)
         return total if present else None
@@ -345,16 +358,21 @@ class EngineMetricsState:
             present = True
             if base is None:
                 continue
+            at_base = frames[base].hists.get(model, {}).get(canonical, {})
             for key, vec in series.items():
-                start: _HVec | None = None
-                for j in range(base, len(frames) - 1):
-                    cand = frames[j].hists.get(model, {}).get(canonical, {}).get(key)
-                    if cand is not None and cand.bounds == vec.bounds:
-                        start = cand
-                        break
+                start = at_base.get(key)
+                if start is None or start.bounds != vec.bounds:
+                    start = None
+                    for j in range(base + 1, len(frames) - 1):
+                        cand = frames[j].hists.get(model, {}).get(canonical, {}).get(key)
+                        if cand is not None and cand.bounds == vec.bounds:
+                            start = cand
+                            break
                 if start is None:
                     continue
-                deltas.append((vec.bounds, [_delta(a, b) for a, b in zip(vec.values, start.values, strict=True)]))
+                # Non-negative increases; NaN (an unknown sum or count) stays NaN rather than becoming 0.
+                values = [d if d > 0.0 or d != d else 0.0 for d in map(_sub, vec.values, start.values)]
+                deltas.append((vec.bounds, values))
         if not present or not deltas:
             return Quantiles()  # no such histogram, or no window yet: n/a
         bounds, counts, dsum, dcount = _merge(deltas)
@@ -477,12 +495,6 @@ def _born_since(prev: _Frame, canonical: str, created: float | None) -> bool:
     return created >= prev.wall - CREATED_SLACK
 
 
-def _delta(now: float, then: float) -> float:
-    """A non-negative increase; NaN (unknown sum or count) stays NaN rather than becoming 0."""
-    d = now - then
-    return d if math.isnan(d) else max(0.0, d)
-
-
 def _merge(
     deltas: list[tuple[tuple[float, ...], list[float]]],
 ) -> tuple[tuple[float, ...], tuple[float, ...], float | None, float]:
@@ -496,7 +508,7 @@ def _merge(
     first_bounds = deltas[0][0]
     if all(b == first_bounds for b, _ in deltas):
         n = len(first_bounds)
-        counts = [_fsum(v[i] for _, v in deltas) for i in range(n)]
+        counts = [_fsum(col) for col in zip(*(v[:n] for _, v in deltas), strict=True)] if n else []
     else:
         # Different layouts (rare): evaluate every series' cumulative count at the union of bounds,
         # using its largest own bound not above each one (a lower estimate, still monotonic).
