@@ -22,6 +22,7 @@ from typing import Literal
 
 from console.config import EngineInstance
 from console.errors import UserError
+from console.profiles import ContainerSpec, ProcessSpec
 from console.secrets import MASK, instance_secrets, looks_secret, mask_args
 from console.target import api_key_from_env
 
@@ -160,6 +161,37 @@ def _api_key(inst: EngineInstance) -> str | None:
     return value
 
 
+def _values(inst: EngineInstance, *, port: int, host: str, python: str, key: str | None) -> dict[str, str]:
+    """What a command template may name: {model}, {served_name}, {port}, {host}, {tp}, {python}, {api_key}."""
+    cfg = inst.config
+    model = cfg.model or ""
+    values = {
+        "model": model,
+        "served_name": cfg.served_name or model or inst.name,
+        "port": str(port),
+        "host": host,
+        "tp": str(cfg.tp),
+        "python": python,
+    }
+    if key:
+        values["api_key"] = key
+    return values
+
+
+def _pass_key(inst: EngineInstance, how: ContainerSpec | ProcessSpec, key: str | None, values: Mapping[str, str],
+              env: dict[str, str], argv: list[str], to: str) -> list[str]:
+    """Hand the API key over the way the engine reads it: its environment variable where it has one
+    (kept out of `ps` and `docker inspect`), else its command line. Returns the argv."""
+    if not key:
+        return argv
+    if how.api_key_env:
+        env[how.api_key_env] = key
+        return argv
+    if how.api_key_args:
+        return argv + expand(how.api_key_args, values)
+    raise UserError(f"{inst.name}: profile {inst.profile.name} has no way to pass an API key to the {to}")
+
+
 def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = None) -> LaunchSpec:
     """Resolve an instance's launch; configuration problems raise one-line UserErrors."""
     env_src = os.environ if environ is None else environ
@@ -170,33 +202,16 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
     key = _api_key(inst)
     # Everything the engine is given that the one secret rule calls secret (console.secrets).
     secrets: list[str] = ([key] if key else []) + list(instance_secrets(inst, env_src))
-    model = cfg.model or ""
-    served = cfg.served_name or model or inst.name
 
     if cfg.managed == "docker":
         cport = prof.container.port
         hport = cfg.port or cport
-        values = {
-            "model": model,
-            "served_name": served,
-            "port": str(cport),
-            "host": "0.0.0.0",
-            "tp": str(cfg.tp),
-            "python": "python3",
-        }
-        if key:
-            values["api_key"] = key
+        values = _values(inst, port=cport, host="0.0.0.0", python="python3", key=key)
         template = cfg.command if cfg.command is not None else list(prof.container.args)
         argv = expand(template, values, cfg.extra_args)
         env: dict[str, str] = dict(prof.container.env)
         env.update(cfg.env)
-        if key:
-            if prof.container.api_key_env:
-                env[prof.container.api_key_env] = key
-            elif prof.container.api_key_args:
-                argv += expand(prof.container.api_key_args, values)
-            else:
-                raise UserError(f"{inst.name}: profile {prof.name} has no way to pass an API key to the container")
+        argv = _pass_key(inst, prof.container, key, values, env, argv, "container")
         passthrough = cfg.env_passthrough if cfg.env_passthrough is not None else list(prof.container.env_passthrough)
         for name in passthrough:
             if name in env_src:
@@ -231,16 +246,7 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
         )
     else:
         port = cfg.port or prof.container.port
-        values = {
-            "model": model,
-            "served_name": served,
-            "port": str(port),
-            "host": cfg.bind,
-            "tp": str(cfg.tp),
-            "python": sys.executable,
-        }
-        if key:
-            values["api_key"] = key
+        values = _values(inst, port=port, host=cfg.bind, python=sys.executable, key=key)
         template = cfg.command if cfg.command is not None else list(prof.process.command)
         if not template:
             raise UserError(f"{inst.name}: profile {prof.name} has no process command; set command = [...]")
@@ -252,13 +258,7 @@ def build_launch(inst: EngineInstance, *, environ: Mapping[str, str] | None = No
         for name in passthrough:
             if name in env_src:
                 env[name] = env_src[name]
-        if key:
-            if prof.process.api_key_env:
-                env[prof.process.api_key_env] = key
-            elif prof.process.api_key_args:
-                argv += expand(prof.process.api_key_args, values)
-            else:
-                raise UserError(f"{inst.name}: profile {prof.name} has no way to pass an API key to the process")
+        argv = _pass_key(inst, prof.process, key, values, env, argv, "process")
         if isinstance(cfg.gpus, list):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in cfg.gpus)
         exe = argv[0]

@@ -167,3 +167,23 @@ def test_image_repo() -> None:
 def test_default_model_cache_is_the_users_hf_cache() -> None:
     spec = spec_for({"profile": "vllm", "managed": "docker", "model": "m"})
     assert spec.volumes == {str(Path("~/.cache/huggingface").expanduser()): "/root/.cache/huggingface"}
+
+
+@pytest.mark.parametrize(("managed", "to"), [("docker", "container"), ("process", "process")])
+def test_a_key_for_an_engine_that_takes_none_is_refused(monkeypatch: pytest.MonkeyPatch, managed: str,
+                                                         to: str) -> None:
+    monkeypatch.setenv("TRT_KEY", "sk-never-passed")  # trtllm-serve has no API key option at all
+    engine = {"profile": "trtllm", "managed": managed, "model": "m", "api_key_env": "TRT_KEY",
+              "command": [sys.executable, "-c", "pass"]}
+    with pytest.raises(UserError, match=rf"^e1: profile trtllm has no way to pass an API key to the {to}$"):
+        spec_for(engine, {"TRT_KEY": "sk-never-passed"})
+
+
+@pytest.mark.parametrize("managed", ["docker", "process"])
+def test_sglang_key_goes_on_the_command_line_in_both_backends(monkeypatch: pytest.MonkeyPatch, managed: str) -> None:
+    monkeypatch.setenv("SGL_KEY", "sk-sgl")
+    engine = {"profile": "sglang", "managed": managed, "model": "m", "api_key_env": "SGL_KEY", "port": 30000,
+              "command": [sys.executable, "-m", "sglang.launch_server", "--model-path", "{model}"]}
+    spec = spec_for(engine, {"SGL_KEY": "sk-sgl"})
+    assert spec.argv[-2:] == ("--api-key", "sk-sgl") and spec.key_in_argv
+    assert "sk-sgl" not in spec.env.values()
