@@ -15,7 +15,7 @@ from console.telemetry.normalize import normalize
 from console.telemetry.windows import EngineMetricsState
 from console.ui import format as fmt
 from console.ui.explain import explain
-from console.ui.screens.overview import COLUMNS, _Ctx
+from console.ui.screens.overview import COLUMNS, CellContext
 
 RATE = 10.0  # tokens/s of one request decoding for 30 s, then finishing; one request at a time
 
@@ -54,7 +54,7 @@ def test_counted_at_finish_rate_is_the_60s_rate_and_flagged() -> None:
 def test_overview_cell_and_explain_mark_it() -> None:
     e = _run(115)
     (gen,) = [c for c in COLUMNS if c.key == "gen"]
-    cell = gen.render(e, _Ctx({"llamacpp": "llama.cpp"})).plain
+    cell = gen.render(e, CellContext({"llamacpp": "llama.cpp"})).plain
     assert cell == "10.0 t/s*" and len(cell) <= gen.width  # the 60 s rate, marked, not "0 t/s"
     assert fmt.tps(5.0).plain == "5.0 t/s"  # unmarked elsewhere
     text = explain("generation_tps", get_profile("llamacpp")).plain

@@ -71,7 +71,7 @@ class Column:
     label: str
     width: int
     metric: str  # explain key
-    render: Callable[[EngineSnapshot, _Ctx], Text]
+    render: Callable[[EngineSnapshot, CellContext], Text]
     sort: Callable[[EngineSnapshot], Any] | None = None
     priority: int = 9  # columns are kept by priority until the terminal width is used up
 
@@ -134,7 +134,9 @@ GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class _Ctx:
+class CellContext:
+    """What a column's cell needs besides the engine: profile display names, the time, the health width."""
+
     display: dict[str, str]
     now: float = 0.0
     health_width: int = 13
@@ -358,7 +360,7 @@ class OverviewScreen(DeckScreen):
         table: DataTable[Text] = self.query_one("#engines", DataTable)
         engines = self._visible(fleet)
         cols = self._columns()
-        ctx = _Ctx({n: p.display_name for n, p in self.deck.profiles.items()}, now, self._health_w or 13)
+        ctx = CellContext({n: p.display_name for n, p in self.deck.profiles.items()}, now, self._health_w or 13)
         rows: dict[str, list[Text]] = {}
         for e in engines:
             cells = [c.render(e, ctx) for c in cols]
