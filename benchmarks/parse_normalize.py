@@ -11,14 +11,29 @@ sets, ~2,500 series) and a small one (1 engine, 1 model, ~200 series). Then time
 - our ``promtext.parse`` alone on everything,
 - ``EngineMetricsState.ingest`` + ``metrics()`` per scrape with a full minute of 1 s history.
 
-Run: ``.venv/bin/python benchmarks/parse_normalize.py``. Prints figures; asserts nothing.
+Then, on the fuzz test's large inputs (tests/telemetry/test_fuzz.py: the same seeded amplified and
+mutated payloads of 64 KiB - 2 MiB that its 100,000-payload run draws), the slowest and median CPU
+ms per MB of parse + normalise with every cache cold (an engine's first scrape; the target is
+50 ms/MB), and of the whole path (that, then windows with one earlier frame, and the status
+document). Each figure is the fastest of a few runs, in CPU time: on a shared machine the slower
+runs measure the other processes.
+
+Run: ``.venv/bin/python benchmarks/parse_normalize.py [--fuzz-only] [--payloads N]``. Prints figures;
+asserts nothing.
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
+import json
 import random
+import statistics
+import sys
 import time
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -137,10 +152,78 @@ def run_case(title: str, text: str) -> None:
     print(f"  windows: ingest + metrics() with 60 s of 1 s frames: {t_win * 1e3:8.3f} ms")
 
 
+def cold_cpu_ms(run: Callable[[], object], repeat: int = 3) -> float:
+    """Fastest CPU ms of ``run`` over ``repeat`` runs, every parse/normalise cache cleared before each."""
+    from console.telemetry.normalize import clear_caches
+
+    best = float("inf")
+    for _ in range(repeat):
+        clear_caches()
+        gc.collect()
+        t0 = time.thread_time()
+        run()
+        best = min(best, time.thread_time() - t0)
+    return best * 1000
+
+
+def whole_path(profile_name: str, payload: bytes) -> None:
+    """What one scrape costs the console: parse + normalise, windows (a second frame), status document."""
+    from console.model import EngineSnapshot, FleetSnapshot, Freshness, GpuFleet, SourceState
+    from console.status_doc import status_doc
+
+    profile = get_profile(profile_name)
+    state = EngineMetricsState(profile)
+    state.ingest(1.0, normalize(profile, payload, full=False))
+    reading = normalize(profile, payload, full=False)
+    state.ingest(2.0, reading)
+    models, total = state.metrics()
+    engine = EngineSnapshot(
+        name="bench", profile=profile.name, url="http://127.0.0.1:1", taken_at=2.0, models=models, total=total,
+        missing=reading.missing, metrics_freshness=Freshness(SourceState.OK, updated_at=2.0),
+    )  # fmt: skip
+    json.dumps(status_doc(FleetSnapshot(taken_at=2.0, engines=(engine,), gpus=GpuFleet(source="none"))))
+
+
+def run_fuzz_inputs(payloads: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests/
+    from tests.telemetry import test_fuzz as fuzz
+
+    corpus = fuzz._corpus()
+    rows: list[tuple[float, float, int, str]] = []  # (parse+normalise ms/MB, whole path ms/MB, bytes, where)
+    started = time.perf_counter()
+    for part, count in enumerate(fuzz.large_shares(payloads)):
+        rng = random.Random(f"{fuzz.SEED}/{part}")
+        mutator = fuzz.Mutator(rng, corpus)
+        for i in range(count):
+            name, _amplified, payload = fuzz.large_input(rng, mutator)
+            if len(payload) < fuzz.PER_MB_FLOOR:
+                continue
+            profile = get_profile(name)
+            mb = len(payload) / 2**20
+            pn = cold_cpu_ms(partial(normalize, profile, payload, full=False)) / mb
+            whole = cold_cpu_ms(partial(whole_path, name, payload)) / mb
+            rows.append((pn, whole, len(payload), f"{name} seed {fuzz.SEED}/{part} #{i}"))
+    rows.sort(reverse=True)
+    print(f"fuzz corpus: {len(rows)} large inputs of the {payloads}-payload run (seed {fuzz.SEED}), "
+          f"CPU time, cold, fastest of 3 ({time.perf_counter() - started:.0f} s)")  # fmt: skip
+    for pn, whole, size, where in rows[:5]:
+        print(f"  {pn:6.0f} ms/MB parse+normalise, {whole:6.0f} ms/MB whole path  {size / 2**20:5.2f} MB  {where}")
+    print(f"  parse+normalise: slowest {rows[0][0]:.0f} ms/MB, median {statistics.median(r[0] for r in rows):.0f} "
+          f"ms/MB (target 50: {'met' if rows[0][0] < 50 else 'NOT met'})")  # fmt: skip
+    wholes = sorted((r[1] for r in rows), reverse=True)
+    print(f"  whole path:      slowest {wholes[0]:.0f} ms/MB, median {statistics.median(wholes):.0f} ms/MB")
+
+
 def main() -> None:
-    large = build_payload(4, ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"], full_set=True)
-    run_case("large (4 DP engines x 2 models)", large)
-    run_case("small (1 engine, 1 model)", build_payload(1, ["Qwen/Qwen3-0.6B"], full_set=False))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    ap.add_argument("--fuzz-only", action="store_true", help="only the fuzz corpus's large inputs")
+    ap.add_argument("--payloads", type=int, default=100_000, help="the fuzz run whose large inputs to draw")
+    args = ap.parse_args()
+    if not args.fuzz_only:
+        large = build_payload(4, ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"], full_set=True)
+        run_case("large (4 DP engines x 2 models)", large)
+        run_case("small (1 engine, 1 model)", build_payload(1, ["Qwen/Qwen3-0.6B"], full_set=False))
+    run_fuzz_inputs(args.payloads)
 
 
 if __name__ == "__main__":

@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from console.client.sse import SSEParser
 from console.model import EngineSnapshot, FleetSnapshot, Freshness, GpuFleet, SourceState
 from console.profiles import EngineProfile, get_profile
 from console.status_doc import status_doc
-from console.telemetry import promtext
-from console.telemetry.normalize import normalize
+from console.telemetry.normalize import clear_caches, normalize
 from console.telemetry.windows import EngineMetricsState
 from tests.telemetry import synth
 
@@ -48,6 +48,11 @@ SEED = int(os.environ.get("ENGINEDECK_FUZZ_SEED", "20260517"))
 # ms per MB is measured on mutated large inputs at least this big: below it, fixed costs (windows,
 # the status document) dominate and "per MB" says nothing about the parser.
 PER_MB_FLOOR = 64 * 1024
+# Timings are the fastest of this many cold runs of one input (CPU time).
+TIMING_RUNS = 3
+# The slowest large input's parse + normalise per MB, as a share of prometheus_client's parser per MB
+# on a valid payload (~0.25 measured here after the per-series work was cut; 0.5 before).
+SLOWEST_VS_REFERENCE = 0.4
 
 SPECIAL = [
     b"+Inf", b"-Inf", b"NaN", b"nan", b"1e308", b"-1e308", b"1e309", b"-0", b"0x10", b"9" * 400, b"1_000",
@@ -282,14 +287,34 @@ class Pipeline:
             self.slowest = ((done - start) * 1000, len(payload), index)
 
 
+def _cold_cpu_ms(run: Callable[[], object]) -> float:
+    """CPU ms of ``run`` with every parse and normalise cache cold (an engine's first scrape: label
+    sets, their shapes and splits), the fastest of ``TIMING_RUNS``. Garbage from earlier inputs is
+    collected first, so that no full collection of it lands in the timing; the fastest run is the
+    code's cost, the slower ones add what other processes on a shared machine did to its caches."""
+    best = math.inf
+    for _ in range(TIMING_RUNS):
+        clear_caches()
+        gc.collect()
+        start = time.thread_time()
+        run()
+        best = min(best, time.thread_time() - start)
+    return best * 1000
+
+
 def _normalise_ms(profile: EngineProfile, payload: bytes) -> float:
-    """CPU ms of parse + normalise, with a cold label cache (an engine's first scrape). Garbage
-    from earlier inputs is collected first, so that no full collection of it lands in the timing."""
-    promtext._LABEL_CACHE.clear()
-    gc.collect()
-    start = time.thread_time()
-    normalize(profile, payload, full=False)
-    return (time.thread_time() - start) * 1000
+    """CPU ms of parse + normalise (what the hub does per scrape), cold."""
+    return _cold_cpu_ms(lambda: normalize(profile, payload, full=False))
+
+
+def _reference_ms_per_mb(corpus: Corpus) -> float:
+    """This machine's speed: CPU ms per MB of prometheus_client's own text parser on a valid vLLM-shaped
+    payload of 1 MiB (the synthetic one, amplified), cold like ours. Machines differ several-fold; the
+    ratio of two pure-Python parsers measured in the same process does not."""
+    base = next(data for name, data in _synthetic().items() if name.startswith("vllm"))
+    text = Mutator(random.Random(0), corpus).amplify(base, 2**20).decode()
+    ms = _cold_cpu_ms(lambda: [f.samples for f in text_string_to_metric_families(text)])
+    return ms / (len(text.encode()) / 2**20)
 
 
 @dataclass
@@ -301,6 +326,8 @@ class Figures:
     # Large inputs: (ms per MB of the mutated payload, the same for its unmutated original, bytes).
     per_mb: list[tuple[float, float, int]] = field(default_factory=list)
     slowest: tuple[float, int, int] = (0.0, 0, -1)
+    # prometheus_client's parser, ms per MB (see _reference_ms_per_mb), per worker.
+    reference: list[float] = field(default_factory=list)
 
     def add(self, other: Figures) -> None:
         self.payloads += other.payloads
@@ -309,6 +336,22 @@ class Figures:
         self.cpu_s += other.cpu_s
         self.per_mb += other.per_mb
         self.slowest = max(self.slowest, other.slowest)
+        self.reference += other.reference
+
+
+def large_input(rng: random.Random, mutator: Mutator) -> tuple[str, bytes, bytes]:
+    """(profile, amplified payload, mutated amplified payload): one of the large inputs (256 KiB - 2 MiB)
+    that give the per-MB figures (benchmarks/parse_normalize.py draws the same ones)."""
+    profile, base = rng.choice(mutator.corpus.payloads)
+    amplified = mutator.amplify(base, rng.choice((256, 512, 1024, 2048)) * 1024)
+    return profile, amplified, mutator.mutate(amplified, whole=True)
+
+
+def large_shares(payloads: int = PAYLOADS) -> list[int]:
+    """How many large inputs each worker of a run of ``payloads`` draws (worker k: seed/k)."""
+    workers = max(1, min(WORKERS, payloads // 5000))
+    large = max(2, payloads // 4000)  # amplified inputs (256 KiB - 2 MiB): they give the per-MB figures
+    return [large // workers] * workers
 
 
 def fuzz_part(seed: int, part: int, payloads: int, sse_streams: int, large: int = 0) -> Figures:
@@ -321,17 +364,19 @@ def fuzz_part(seed: int, part: int, payloads: int, sse_streams: int, large: int 
     pipelines = {p: Pipeline(get_profile(p), EngineMetricsState(get_profile(p)))
                  for p in sorted({p for p, _ in corpus.payloads})}
     figures = Figures(payloads=payloads)
+    if large:
+        figures.reference.append(_reference_ms_per_mb(corpus))
     for i in range(payloads):
-        profile, base = rng.choice(corpus.payloads)
         if i < large:
-            amplified = mutator.amplify(base, rng.choice((256, 512, 1024, 2048)) * 1024)
-            payload, full = mutator.mutate(amplified, whole=True), False
+            profile, amplified, payload = large_input(rng, mutator)
+            full = False
             if len(payload) >= PER_MB_FLOOR:
                 mb, base_mb = len(payload) / 2**20, len(amplified) / 2**20
                 p = get_profile(profile)
                 figures.per_mb.append((_normalise_ms(p, payload) / mb, _normalise_ms(p, amplified) / base_mb,
                                        len(payload)))
         else:
+            profile, base = rng.choice(corpus.payloads)
             if rng.random() < 0.1:
                 profile = rng.choice(list(pipelines))  # another engine's profile over this payload
             payload, full = mutator.mutate(base), rng.random() < 0.2
@@ -358,14 +403,14 @@ def fuzz_part(seed: int, part: int, payloads: int, sse_streams: int, large: int 
 
 @pytest.mark.slow
 def test_fuzz_metrics_payloads_and_sse_streams() -> None:
-    workers = max(1, min(WORKERS, PAYLOADS // 5000))
-    large = max(2, PAYLOADS // 4000)  # amplified inputs (256 KiB - 2 MiB): they give the per-MB figures
+    large = large_shares()
+    workers = len(large)
     started = time.perf_counter()
     figures = Figures()
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         shares = [PAYLOADS // workers + (1 if k < PAYLOADS % workers else 0) for k in range(workers)]
-        parts = [pool.submit(fuzz_part, SEED, k, shares[k], SSE_STREAMS // workers, large=large // workers)
+        parts = [pool.submit(fuzz_part, SEED, k, shares[k], SSE_STREAMS // workers, large=large[k])
                  for k in range(workers)]
         for f in parts:
             figures.add(f.result())
@@ -374,6 +419,7 @@ def test_fuzz_metrics_payloads_and_sse_streams() -> None:
     per_mb = sorted(figures.per_mb, reverse=True)
     worst_ratio = max(m / b for m, b, _ in per_mb)
     median = statistics.median(m for m, _, _ in per_mb)
+    reference = min(figures.reference)
     print(f"\nfuzz: {figures.payloads} payloads and {figures.sse_streams} byte-split SSE streams "
           f"({figures.sse_events} events) in {elapsed:.1f} s ({figures.cpu_s:.0f} CPU s, {workers} worker(s)), "
           f"seed {SEED}: no exception")
@@ -381,10 +427,20 @@ def test_fuzz_metrics_payloads_and_sse_streams() -> None:
           f"ms/MB ({per_mb[0][2] / 2**20:.2f} MB; its unmutated original {per_mb[0][1]:.0f}), median {median:.0f} "
           f"ms/MB; worst mutated/original {worst_ratio:.2f}x")
     print(f"fuzz: slowest whole pipeline {figures.slowest[0]:.1f} ms CPU ({figures.slowest[1]} bytes)")
-    # The target is 50 ms per MB; machines differ several-fold (a shared 2-core CI runner is slow),
-    # so what is asserted is relative: no mutation makes a payload much dearer per MB than the
-    # engine-shaped payload it came from (a pathological input shape would).
+    print(f"fuzz: prometheus_client's parser on a valid 1 MiB vLLM payload here: {reference:.0f} ms/MB; slowest of "
+          f"ours {per_mb[0][0] / reference:.3f}x that (bound {SLOWEST_VS_REFERENCE}), target 50 ms/MB "
+          f"({'met' if per_mb[0][0] < 50 else 'NOT met'} on this machine)")
+    # Machines differ several-fold (a shared 2-core CI runner is slow), so what is asserted is
+    # relative. No mutation makes a payload much dearer per MB than the engine-shaped payload it
+    # came from (a pathological input shape would) ...
     assert worst_ratio < 3.0, f"a mutated payload cost {worst_ratio:.1f}x its original per MB"
+    # ... and the dearest input per MB (thousands of series never seen before) costs a bounded share of
+    # what prometheus_client's parser takes for a plain payload on the same machine, in the same
+    # process. The absolute figure is benchmarks/parse_normalize.py's to report.
+    slowest_share = per_mb[0][0] / reference
+    assert slowest_share < SLOWEST_VS_REFERENCE, (
+        f"slowest input {per_mb[0][0]:.0f} ms/MB = {slowest_share:.2f}x prometheus_client's {reference:.0f} ms/MB"
+    )
 
 
 def _check_sse_split_invariance(stream: bytes, rng: random.Random) -> int:
