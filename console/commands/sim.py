@@ -37,6 +37,10 @@ def register(sub: Any) -> None:
     p.add_argument("--kv-blocks", type=int, default=None, metavar="N", help="KV cache size in 16-token blocks")
     p.add_argument("--max-running", type=int, default=None, metavar="N", help="max concurrently running sequences")
     p.add_argument("--speed", type=float, default=1.0, metavar="F", help="time speed-up factor (step times / F)")
+    p.add_argument("--data-parallel", type=int, default=1, metavar="N",
+                   help="vllm only: N engine ranks in /metrics (engine=\"0\"..); ranks above 0 get no requests")
+    p.add_argument("--metrics-every", type=float, default=0.0, metavar="S",
+                   help="vllm only: render /metrics at most once per S seconds (many scrapers on one simulator)")
     p.add_argument("--no-access-log", action="store_true", help="do not log one line per request")
     p.add_argument("--fleet", action="store_true", help="start one engine of each flavour plus synthetic load")
     p.add_argument("--engines", default=",".join(FLEET_ENGINES), help="--fleet: comma-separated flavours")
@@ -79,6 +83,10 @@ def _run_one(args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v is not None and v < 1:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+    if (args.data_parallel != 1 or args.metrics_every) and args.engine != "vllm":
+        raise UserError("--data-parallel and --metrics-every exist only for --engine vllm")
+    if args.data_parallel < 1 or args.metrics_every < 0:
+        raise UserError("--data-parallel must be at least 1 and --metrics-every not negative")
     try:
         faults = parse_faults(args.fault)
     except ValueError as exc:
@@ -92,6 +100,8 @@ def _run_one(args: argparse.Namespace) -> int:
         max_running=args.max_running,
         kv_blocks=args.kv_blocks,
         speed=args.speed,
+        data_parallel=args.data_parallel,
+        metrics_every=args.metrics_every,
     )
     port = args.port if args.port is not None else _DEFAULT_PORTS[args.engine]
 

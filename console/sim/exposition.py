@@ -80,9 +80,11 @@ def registry(groups: Callable[[], Groups], *, multiprocess: bool) -> CollectorRe
     return reg
 
 
-def plain_response(reg: CollectorRegistry) -> web.Response:
-    """prometheus-fastapi-instrumentator's ``expose`` handler (vLLM's ``/metrics`` route)."""
-    return web.Response(body=generate_latest(reg), headers={"Content-Type": CONTENT_TYPE_LATEST})
+def plain_response(reg: CollectorRegistry, body: bytes | None = None) -> web.Response:
+    """prometheus-fastapi-instrumentator's ``expose`` handler (vLLM's ``/metrics`` route); ``body``:
+    an exposition rendered earlier."""
+    return web.Response(body=generate_latest(reg) if body is None else body,
+                        headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 def asgi_app(reg: CollectorRegistry) -> Asgi:

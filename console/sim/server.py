@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from prometheus_client import generate_latest
 
 from console.sim import exposition
 from console.sim.engines import make_flavour
@@ -273,9 +274,19 @@ class SimServer:
             faulted = await self._metrics_fault()
             return faulted if faulted is not None else await exposition.serve_asgi(asgi, request)
 
+        every = self.opts.metrics_every
+        rendered: list[tuple[float, bytes]] = []
+
         async def plain(request: web.Request) -> web.StreamResponse:
             faulted = await self._metrics_fault()
-            return faulted if faulted is not None else exposition.plain_response(reg)
+            if faulted is not None:
+                return faulted
+            if every <= 0:
+                return exposition.plain_response(reg)
+            now = time.monotonic()
+            if not rendered or now - rendered[0][0] >= every:
+                rendered[:] = [(now, generate_latest(reg))]
+            return exposition.plain_response(reg, rendered[0][1])
 
         app.router.add_route("*", path, plain if fl.metrics_mount == "plain" else mounted)
         # Starlette's Mount with the engines' "^/metrics(?P<path>.*)$" regex: everything below goes to the app.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,10 +112,20 @@ class HostCollector:
 
     # -- processes -------------------------------------------------------------------------------
 
-    def process_stats(self, roots: Iterable[int], *, children: bool = True) -> ProcessStats:
+    def process_stats_many(self, groups: Mapping[str, Iterable[int]]) -> dict[str, ProcessStats]:
+        """``process_stats`` (with descendants) of each group, from one read of the process table
+        for them all: reading it per group costs every group in proportion to all processes."""
+        if not groups:
+            return {}
+        table = process_table()
+        return {name: self.process_stats(roots, table=table) for name, roots in groups.items()}
+
+    def process_stats(self, roots: Iterable[int], *, children: bool = True,
+                      table: Mapping[int, Sequence[int]] | None = None) -> ProcessStats:
         """One figure for ``roots`` together (each PID counted once).
 
-        ``children=True``: each root and all its descendants (a natively started engine).
+        ``children=True``: each root and all its descendants (a natively started engine), found in
+        ``table`` (``process_table()``) when given, else by psutil (which reads the table itself).
         ``children=False``: exactly these PIDs (a container's PIDs from ``docker top``/cgroup).
         """
         wanted = tuple(dict.fromkeys(int(p) for p in roots))
@@ -127,7 +137,11 @@ class HostCollector:
                 missing.append(pid)
                 continue
             members[pid] = proc
-            if children:
+            if children and table is not None:
+                for kid in _descendants(table, pid):
+                    if kid not in members and (kp := self._process(kid)) is not None:
+                        members[kid] = kp
+            elif children:
                 try:
                     for child in proc.children(recursive=True):
                         members.setdefault(child.pid, child)
@@ -193,6 +207,30 @@ class HostCollector:
                 alive = False
             if not alive:
                 del self._procs[pid]
+
+
+def process_table() -> dict[int, list[int]]:
+    """Parent PID -> its children's PIDs, for every process (one pass over the process table)."""
+    out: dict[int, list[int]] = {}
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if ppid:
+            out.setdefault(int(ppid), []).append(proc.pid)
+    return out
+
+
+def _descendants(table: Mapping[int, Sequence[int]], root: int) -> list[int]:
+    found: list[int] = []
+    todo = list(table.get(root, ()))
+    seen = {root}
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        found.append(pid)
+        todo.extend(table.get(pid, ()))
+    return found
 
 
 # The name the hub uses for the host collector.

@@ -429,7 +429,9 @@ class Hub:
         self._stop = asyncio.Event()
         self._wake = self._new_wake()
         ready.set()
-        limits = httpx.Limits(max_connections=max(8, 4 * len(self._instances)), max_keepalive_connections=32)
+        # Each engine has its own small pool: httpcore scans a pool's every connection on each
+        # request, so one pool for all engines would cost each scrape work in proportion to them.
+        limits = httpx.Limits(max_connections=4, max_keepalive_connections=2)
         # One worker per engine: each engine has at most one payload in work, so no engine ever
         # queues behind another's.
         digesters = ThreadPoolExecutor(max_workers=max(1, len(self._instances)), thread_name_prefix="enginedeck-digest")
@@ -441,8 +443,10 @@ class Hub:
 
     async def _collect_all(self, limits: httpx.Limits, digesters: Executor) -> None:
         assert self._stop is not None
-        async with httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False) as client:
+        async with contextlib.AsyncExitStack() as clients:
             for inst in self._instances:
+                client = await clients.enter_async_context(
+                    httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False))
                 period = inst.config.scrape_period or self._refresh
                 c = EngineCollector(inst, client, period=period, executor=digesters)
                 c.want_raw = inst.name == getattr(self, "_detail", None)
@@ -528,7 +532,7 @@ class Hub:
         with self._lock:
             engines = dict(self._engines)
         pids = {name: p for name, e in engines.items() if (p := self._current_pids(e))}
-        stats = {name: source.process_stats(p) for name, p in pids.items()}
+        stats = source.process_stats_many(pids)
         with self._lock:
             self._proc_stats = {n: (st.cpu_percent, st.rss_bytes) for n, st in stats.items()}
         return host

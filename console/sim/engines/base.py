@@ -43,6 +43,10 @@ class SimOptions:
     max_running: int | None = None
     kv_blocks: int | None = None
     speed: float = 1.0
+    data_parallel: int = 1  # vLLM only: engine ranks in the exposition (engine="0".."N-1")
+    # vLLM only: /metrics rendered at most once per this many seconds (0: every scrape), so many
+    # scrapers can share one simulator without its rendering swamping the machine.
+    metrics_every: float = 0.0
 
 
 @dataclass

@@ -78,6 +78,7 @@ class VllmFlavour(Flavour):
             "n": Histogram([1, 2, 5, 10, 20]),
             "iter_tokens": Histogram(ITERATION_TOKEN_BUCKETS),
         }
+        self._empty_hists: dict[tuple[float, ...], Histogram] = {}  # an idle rank's, per bucket layout
 
     # ---- hooks ----
     def on_first_token(self, req: Request, t: float) -> None:
@@ -206,7 +207,31 @@ class VllmFlavour(Flavour):
         if not self.legacy:
             info_labels = (*info_labels, ("engine", "0"))
         fams.append(gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1.0, info_labels))
+        if self.opts.data_parallel > 1 and not self.legacy:
+            self._add_idle_ranks(fams)
         return fams
+
+    def _add_idle_ranks(self, fams: list[Family]) -> None:
+        """Data parallelism as one vLLM API server exposes it: every series once per engine rank
+        (label ``engine``). The simulated scheduler is rank 0; ranks 1..N-1 get no requests, so
+        their counters, gauges and histograms stay at zero (the info gauge stays 1) and the
+        fleet's totals remain the ground truth. What it gives is a payload of real vLLM series
+        with the cardinality of a data-parallel deployment."""
+        ranks = [str(r) for r in range(1, self.opts.data_parallel)]
+        for f in fams:
+            for labels, v in list(f.values):
+                if ("engine", "0") in labels:
+                    idle = v if f.name.endswith("_info") else 0.0
+                    f.values += [(_rank(labels, r), idle) for r in ranks]
+            for labels, h in list(f.hists):
+                empty = self._empty_hist(h)
+                f.hists += [(_rank(labels, r), empty) for r in ranks]
+
+    def _empty_hist(self, h: Histogram) -> Histogram:
+        empty = self._empty_hists.get(h.bounds)
+        if empty is None:
+            empty = self._empty_hists[h.bounds] = Histogram(h.bounds)
+        return empty
 
     def metrics_groups(self) -> Groups:
         return [(self.http_families(), True), (self.metrics_families(), True)]
@@ -300,6 +325,10 @@ class VllmFlavour(Flavour):
         return (f"INFO {_ts()} [loggers.py:127] Engine 000: Running: {len(s.running)} reqs, Waiting: "
                 f"{len(s.waiting)} reqs, GPU KV cache usage: {100 * s.kv_usage:.1f}%, Prefix cache hit rate: "
                 f"{rate:.1f}%")
+
+
+def _rank(labels: Labels, rank: str) -> Labels:
+    return tuple((k, rank) if k == "engine" else (k, v) for k, v in labels)
 
 
 def _ts() -> str:

@@ -1,0 +1,156 @@
+"""Work per engine that must not grow with the number of engines the hub watches.
+
+Against real simulator processes: each engine scrapes over its own connection pool (a shared pool
+is scanned whole on every request, so its cost per scrape grows with the engines), a scrape does
+not retry a failed import each time, and one host round lists the process table once, not once per
+engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.abc
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from types import ModuleType
+
+import psutil
+import pytest
+
+from console.config import EngineInstance, parse_engine_ref
+from console.ports import free_port
+from console.telemetry.host import HostSource
+from console.telemetry.hub import Hub
+
+DEADLINE = 30.0  # seconds a step may take on a slow, shared host
+
+
+@pytest.fixture
+def sim_url() -> Iterator[tuple[str, int]]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port),
+                             "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/v1/models", timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "simulator did not start"
+                time.sleep(0.1)
+        yield url, proc.pid
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def _engines(url: str, n: int, pids: Sequence[int] = ()) -> list[EngineInstance]:
+    base = parse_engine_ref(f"vllm@{url}")
+    return [dataclasses.replace(base, name=f"engine-{i}", pids=(pids[i],) if pids else ()) for i in range(n)]
+
+
+def _samples(hub: Hub) -> dict[str, float | None]:
+    return {e.name: e.metrics_freshness.updated_at for e in hub.latest().engines}
+
+
+def _wait_rounds(hub: Hub, rounds: int) -> None:
+    """Until every engine has ``rounds`` new metrics samples."""
+    counts: Counter[str] = Counter()
+    last = _samples(hub)
+    deadline = time.monotonic() + DEADLINE
+    while min((counts[n] for n in last), default=0) < rounds:
+        assert time.monotonic() < deadline, f"samples per engine: {dict(counts)}"
+        time.sleep(0.05)
+        now = _samples(hub)
+        for name, at in now.items():
+            if at is not None and at != last[name]:
+                counts[name] += 1
+        last = now
+
+
+class _Lookups(importlib.abc.MetaPathFinder):
+    """Counts the modules the import system searches for (it finds none itself)."""
+
+    def __init__(self) -> None:
+        self.names: Counter[str] = Counter()
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> None:
+        self.names[fullname] += 1
+
+
+def test_scrapes_do_not_search_for_modules_each_time(sim_url: tuple[str, int]) -> None:
+    hub = Hub(_engines(sim_url[0], 2), refresh=0.2, gpu_source="none")
+    lookups = _Lookups()
+    try:
+        hub.start()
+        _wait_rounds(hub, 2)  # every lazy import of the collection path has happened
+        sys.meta_path.insert(0, lookups)
+        _wait_rounds(hub, 5)
+    finally:
+        if lookups in sys.meta_path:
+            sys.meta_path.remove(lookups)
+        hub.stop()
+    # A module looked up again and again is a failed import retried per request (httpcore asks
+    # for sniffio on every request: a walk of sys.path each time when it is not installed).
+    again = {name: n for name, n in lookups.names.items() if n > 1}
+    assert not again, again
+
+
+def test_each_engine_scrapes_over_its_own_small_pool(sim_url: tuple[str, int]) -> None:
+    n = 8
+    hub = Hub(_engines(sim_url[0], n), refresh=0.3, gpu_source="none")
+    try:
+        hub.start()
+        _wait_rounds(hub, 3)
+        clients = {name: c.probe.client for name, c in hub._collectors.items()}
+        pools = {name: len(client._transport._pool.connections)  # type: ignore[attr-defined]
+                 for name, client in clients.items()}
+    finally:
+        hub.stop()
+    # httpcore scans every connection of a pool on each request and each response close: one
+    # pool for all engines costs each scrape work in proportion to the engine count.
+    assert len({id(c) for c in clients.values()}) == n
+    assert max(pools.values()) <= 2, pools
+
+
+def test_one_host_round_lists_the_processes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    n = 6
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+             for _ in range(n)]
+    try:
+        hub = Hub(_engines(f"http://127.0.0.1:{free_port()}", n, [p.pid for p in procs]), refresh=1.0,
+                  gpu_source="none")
+        source = HostSource()
+        platform: ModuleType = psutil._psplatform  # type: ignore[attr-defined]
+        real = platform.pids
+        scans = 0
+
+        def counting() -> list[int]:
+            nonlocal scans
+            scans += 1
+            result: list[int] = real()
+            return result
+
+        monkeypatch.setattr(platform, "pids", counting)
+        hub._collect_host(source)
+        first = scans
+        hub._collect_host(source)
+        stats = dict(hub._proc_stats)
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+    # Each engine's process tree, from one read of the process table per round (not one per engine).
+    assert first <= 1 and scans - first <= 1, (first, scans)
+    assert set(stats) == {f"engine-{i}" for i in range(n)}
+    assert all(rss is not None and rss > 1_000_000 for _cpu, rss in stats.values()), stats
+    assert all(cpu is not None for cpu, _rss in stats.values()), stats
