@@ -44,6 +44,10 @@ _LOOKUP_SUFFIXES = (*_CHILD_SUFFIXES, "_total")
 _HAS_CHILDREN = frozenset({"histogram", "summary", "gaugehistogram"})
 
 _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+# The usual sample line, ``name{labels} value``, in one match: a valid name, the labels up to the last
+# ``}`` (no ``#``: no exemplar to look for), one space and one token. For such a line the general
+# path below reads the same name, label text and value token; other lines take that path.
+_PLAIN_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^#]*)\} ([^\s#}]+)").fullmatch
 # The value is written as an unrolled loop (runs of plain characters between escapes): one step
 # per run instead of one alternation per character.
 _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*(?:\\.[^"\\]*)*)"\s*(,|$)', re.DOTALL)
@@ -151,10 +155,13 @@ def parse_labels(text: str) -> Labels:
 
     Linear in ``len(text)`` (slicing the rest of the text per label made megabytes of labels
     take minutes)."""
-    global _label_cache_bytes
     cached = _LABEL_CACHE.get(text)
-    if cached is not None:
-        return cached
+    return cached if cached is not None else _new_labels(text)
+
+
+def _new_labels(text: str) -> Labels:
+    """``parse_labels`` of a text not in the cache (the parse loop has just looked)."""
+    global _label_cache_bytes
     if len(text) > _CACHED_TEXT_MAX:
         pairs = _split_plain(text) if "\\" not in text else _match_escaped(text)
         return tuple(sorted(pairs.items()))
@@ -385,6 +392,7 @@ def parse(
     created_skip: set[str] = set()
     label_cache = _LABEL_CACHE
     new_tuple = tuple.__new__
+    plain_line = _PLAIN_LINE
     n_samples = 0
     lines = text.split("\n")
     result.line_count = len(lines)
@@ -401,6 +409,30 @@ def parse(
         first = line[0]
         if prefixes is not None and not line.startswith(prefixes) and not first.isspace():
             continue  # its name (a prefix of the line) is not wanted
+        m = plain_line(line)
+        if m is not None:
+            name, ltext, token = m.groups()
+            if accept is not None and name not in accept:
+                continue
+            fam = route.get(name, _NEW)
+            if fam is None:
+                continue
+            if fam is not _NEW and len(ltext) < _MAX_LABEL_TEXT:
+                try:
+                    labels = label_cache.get(ltext)
+                    if labels is None:
+                        labels = _new_labels(ltext)
+                    value = float(token)
+                except ValueError as exc:
+                    error(idx + 1, str(exc) or "malformed sample", line)
+                    continue
+                if fam is _CREATED:
+                    result.created.setdefault(name[: -len("_created")], {})[labels] = value
+                else:
+                    fam.samples.append(new_tuple(Sample, (name, labels, value)))
+                    n_samples += 1
+                continue
+            # A name seen for the first time here, or a label set over the limit: the general path.
         if first == "#":
             _comment(line, idx + 1, families, accept, created_skip, keep_created, error)
             continue
@@ -450,7 +482,7 @@ def parse(
                 ltext = line[br + 1 : close]
                 labels = label_cache.get(ltext)
                 if labels is None:
-                    labels = parse_labels(ltext)
+                    labels = _new_labels(ltext)
                 tokens = (_without_exemplar(line[close + 1 :]) if hashed else line[close + 1 :]).split()
             else:
                 labels = ()
@@ -480,6 +512,7 @@ def parse(
 
 # Where ``_route`` sends the ``_created`` samples of counters and histograms (to ``ParseResult.created``).
 _CREATED = Family("", "created")
+_NEW = Family("", "not routed yet")  # a sample name not in ``route`` yet
 
 
 def _route(name: str, families: dict[str, Family], created_skip: set[str], keep_created: bool) -> Family | None:
