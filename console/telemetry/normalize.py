@@ -417,6 +417,9 @@ def _hist_size(h: list[Any]) -> float:
 def _hist_build(h: list[Any], scale: float) -> HistogramSeries:
     buckets: dict[float, float] = h[_BUCKETS]
     count = _hist_total(h)
+    if not buckets:  # count and sum only (an excerpt, TGI's token counts): nothing to sort
+        s = None if h[_SUM] is None else h[_SUM] * scale
+        return HistogramSeries((), (), s if s is None or math.isfinite(s) else None, count)
     if buckets and count is not None and math.inf not in buckets:
         buckets = {**buckets, math.inf: count}
     bounds = tuple(sorted(buckets))

