@@ -16,6 +16,7 @@ Usage: python benchmarks/hub_cpu.py --engines 16,64 --series 2000 [--seconds 30]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import os
@@ -25,11 +26,11 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 
 import psutil
 
 from console.config import EngineInstance, parse_engine_ref
-from console.model import FleetSnapshot
 from console.sim.fleet import Fleet, start_fleet
 from console.telemetry.hub import Hub
 
@@ -76,43 +77,68 @@ def data_parallel_for(series: int) -> int:
     return max(1, -(-(series - one) // (two - one)) + 1)
 
 
-class Scrapes:
-    """Counts, per engine, the published snapshots that carry a new metrics sample."""
-
-    def __init__(self) -> None:
-        self.seen: dict[str, float | None] = {}
-        self.count = 0
-
-    def __call__(self, snap: FleetSnapshot) -> None:
-        for e in snap.engines:
-            at = e.metrics_freshness.updated_at
-            if at is not None and self.seen.get(e.name) != at and not e.metrics_freshness.stale:
-                self.count += 1
-            self.seen[e.name] = at
-
-
-def measure(n: int, fleet: Fleet, a: argparse.Namespace) -> tuple[float, float, int]:
-    """(hub CPU % of a core, new samples per engine per second, engines live) for ``n`` engines."""
+def scale_instances(n: int, fleet: Fleet) -> list[EngineInstance]:
+    """``n`` engines named engine-00.., spread round-robin over the fleet's simulators."""
     insts: list[EngineInstance] = []
     for i in range(n):
         profile, url, pid = fleet.endpoints[i % len(fleet.endpoints)]
         base = parse_engine_ref(f"{profile}@{url}")
         insts.append(dataclasses.replace(base, name=f"engine-{i:02d}", pids=(pid,)))
-    hub = Hub(insts, refresh=a.refresh, gpu_source="simulated")
-    scrapes = Scrapes()
-    hub.subscribe(scrapes)
+    return insts
+
+
+@contextlib.contextmanager
+def scale_fleet(series: int, sims: int, refresh: float, load: bool) -> Iterator[tuple[Fleet, str]]:
+    """vLLM simulators serving about ``series`` series each (and synthetic load in another
+    process); yields the fleet and a line describing the payload."""
+    dp = data_parallel_for(series)
+    extra = ["--data-parallel", str(dp), "--metrics-every", str(refresh), "--no-access-log"]
+    fleet = start_fleet(["vllm"] * sims, load=False, seed=1, extra_args=extra)
+    loader: subprocess.Popen[bytes] | None = None
+    try:
+        if load:
+            cmd = [sys.executable, "-m", "console", "sim", "--seed", "1"]
+            for p, u, _ in fleet.endpoints:
+                cmd += ["--load", f"{p}@{u}"]
+            loader = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
+        with urllib.request.urlopen(f"{fleet.endpoints[0][1]}/metrics", timeout=10) as r:
+            body = r.read()
+        count = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+        yield fleet, (f"payload: {count} series, {len(body) / 1024:.0f} KiB (vLLM, {dp} data-parallel ranks); "
+                      f"{sims} simulators{' under load' if load else ''}; refresh {refresh} s")
+    finally:
+        if loader is not None:
+            os.killpg(loader.pid, signal.SIGTERM)
+            loader.wait(10)
+        fleet.stop()
+
+
+def wait_live(hub: Hub, limit: float = 120.0) -> float:
+    """Seconds until every engine of ``hub`` shows live metrics (at most ``limit``)."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit and not all(e.live and e.total for e in hub.latest().engines):
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def samples(hub: Hub) -> int:
+    """Payloads read into the windows so far, all engines together."""
+    return sum(c.samples for c in hub._collectors.values())
+
+
+def measure(n: int, fleet: Fleet, a: argparse.Namespace) -> tuple[float, float, int]:
+    """(hub CPU % of a core, samples per engine per second, engines live) for ``n`` engines."""
+    hub = Hub(scale_instances(n, fleet), refresh=a.refresh, gpu_source="simulated")
     hub.start()
     try:
         # Warm-up: every engine live (first identity reads, first windows, caches filled), then more.
-        started = time.monotonic()
-        while time.monotonic() - started < 120 and not all(e.live and e.total for e in hub.latest().engines):
-            time.sleep(0.2)
-        print(f"    {n} engines live after {time.monotonic() - started:.1f} s", flush=True)
+        print(f"    {n} engines live after {wait_live(hub):.1f} s", flush=True)
         time.sleep(a.warmup)
         gc.collect()
-        c0, n0, w0 = time.process_time(), scrapes.count, time.monotonic()
+        c0, n0, w0 = time.process_time(), samples(hub), time.monotonic()
         time.sleep(a.seconds)
-        c1, n1, w1 = time.process_time(), scrapes.count, time.monotonic()
+        c1, n1, w1 = time.process_time(), samples(hub), time.monotonic()
         live = sum(1 for e in hub.latest().engines if e.live and e.total is not None)
     finally:
         hub.stop()
@@ -121,38 +147,21 @@ def measure(n: int, fleet: Fleet, a: argparse.Namespace) -> tuple[float, float, 
 
 
 def scale(a: argparse.Namespace) -> None:
-    dp = data_parallel_for(a.series)
-    extra = ["--data-parallel", str(dp), "--metrics-every", str(a.refresh), "--no-access-log"]
-    fleet = start_fleet(["vllm"] * a.sims, load=False, seed=1, extra_args=extra)
-    load: subprocess.Popen[bytes] | None = None
-    try:
-        if not a.no_load:
-            cmd = [sys.executable, "-m", "console", "sim", "--seed", "1"]
-            for p, u, _ in fleet.endpoints:
-                cmd += ["--load", f"{p}@{u}"]
-            load = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, start_new_session=True)
-        with urllib.request.urlopen(f"{fleet.endpoints[0][1]}/metrics", timeout=10) as r:
-            body = r.read()
-        series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
-        print(f"payload: {series} series, {len(body) / 1024:.0f} KiB (vLLM, {dp} data-parallel ranks); "
-              f"{a.sims} simulators{'' if a.no_load else ' under load'}; refresh {a.refresh} s; "
-              f"window {a.seconds:g} s from {a.warmup:g} s after all are live; process CPU time")
+    with scale_fleet(a.series, a.sims, a.refresh, not a.no_load) as (fleet, payload):
+        print(f"{payload}; window {a.seconds:g} s from {a.warmup:g} s after all are live; process CPU time")
         per: dict[int, float] = {}
+        per_sample: dict[int, float] = {}
         for n in a.engines:
             cpu, rate, live = measure(n, fleet, a)
             per[n] = cpu / n
-            print(f"{n:3d} engines: hub {cpu:6.2f}% of a core, {per[n]:.3f}% per engine "
-                  f"({per[n] / max(rate, 1e-9):.3f}% per engine per sample/s); "
-                  f"{rate:.2f} samples/s per engine; {live}/{n} live")
+            per_sample[n] = per[n] / max(rate, 1e-9)
+            print(f"{n:3d} engines: hub {cpu:6.2f}% of a core, {per[n]:.3f}% per engine; {rate:.2f} samples/s "
+                  f"per engine ({live}/{n} live), so {per_sample[n]:.3f}% per engine at 1 sample/s "
+                  f"({10 * per_sample[n]:.1f} ms CPU per sample)")
         if len(per) > 1:
             lo, hi = min(per), max(per)
-            print(f"per-engine cost ratio {hi} / {lo} engines: {per[hi] / per[lo]:.2f}")
-    finally:
-        if load is not None:
-            os.killpg(load.pid, signal.SIGTERM)
-            load.wait(10)
-        fleet.stop()
+            print(f"per-engine cost ratio {hi} / {lo} engines: {per[hi] / per[lo]:.2f} as measured, "
+                  f"{per_sample[hi] / per_sample[lo]:.2f} per sample")
 
 
 def main() -> None:

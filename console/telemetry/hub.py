@@ -118,6 +118,7 @@ class EngineCollector:
         # Parse every raw family only while someone looks at them (the metrics browser): the
         # profile's own families are a fraction of a real payload.
         self.want_raw = False
+        self.samples = 0  # payloads read into the windows so far
         self.wake: asyncio.Event | None = None  # set to cut its sleep short (refresh changed)
         self.snapshot = EngineSnapshot(
             name=instance.name,
@@ -241,6 +242,7 @@ class EngineCollector:
                 metrics_fresh = _stale(prev.metrics_freshness, now, digest)
             else:
                 models, total, missing = digest.models, digest.total, digest.missing
+                self.samples += 1
                 if digest.raw is not None and digest.unmapped is not None:
                     raw, unmapped = digest.raw, digest.unmapped
                 metrics_fresh = _fresh(arrived)
@@ -443,10 +445,12 @@ class Hub:
 
     async def _collect_all(self, limits: httpx.Limits, digesters: Executor) -> None:
         assert self._stop is not None
+        # One TLS context for every client: each would otherwise load the CA bundle (tens of ms).
+        tls = httpx.create_ssl_context()
         async with contextlib.AsyncExitStack() as clients:
             for inst in self._instances:
                 client = await clients.enter_async_context(
-                    httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False))
+                    httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False, verify=tls))
                 period = inst.config.scrape_period or self._refresh
                 c = EngineCollector(inst, client, period=period, executor=digesters)
                 c.want_raw = inst.name == getattr(self, "_detail", None)

@@ -114,12 +114,15 @@ def test_each_engine_scrapes_over_its_own_small_pool(sim_url: tuple[str, int]) -
         clients = {name: c.probe.client for name, c in hub._collectors.items()}
         pools = {name: len(client._transport._pool.connections)  # type: ignore[attr-defined]
                  for name, client in clients.items()}
+        contexts = {id(client._transport._pool._ssl_context) for client in clients.values()}  # type: ignore[attr-defined]
     finally:
         hub.stop()
     # httpcore scans every connection of a pool on each request and each response close: one
     # pool for all engines costs each scrape work in proportion to the engine count.
     assert len({id(c) for c in clients.values()}) == n
     assert max(pools.values()) <= 2, pools
+    # One TLS context for all: loading the CA bundle for each client costs tens of ms per engine.
+    assert len(contexts) == 1
 
 
 def test_one_host_round_lists_the_processes_once(monkeypatch: pytest.MonkeyPatch) -> None:
