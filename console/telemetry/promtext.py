@@ -44,10 +44,11 @@ _LOOKUP_SUFFIXES = (*_CHILD_SUFFIXES, "_total")
 _HAS_CHILDREN = frozenset({"histogram", "summary", "gaugehistogram"})
 
 _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-# The usual sample line, ``name{labels} value``, in one match: a valid name, the labels up to the last
-# ``}`` (no ``#``: no exemplar to look for), one space and one token. For such a line the general
-# path below reads the same name, label text and value token; other lines take that path.
-_PLAIN_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^#]*)\} ([^\s#}]+)").fullmatch
+# The usual sample line, ``name{labels} value`` or ``name value``, in one match: a valid name, the
+# labels up to the last ``}`` (no ``#``: no exemplar to look for), one space and one token without
+# braces (or no value: an excerpt's bare name). For such a line the general path below reads the
+# same name, label text and value token; other lines take that path.
+_PLAIN_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*+)(?:\{([^#]*)\})?(?: ([^\s#{}]++))?").fullmatch
 # The value is written as an unrolled loop (runs of plain characters between escapes): one step
 # per run instead of one alternation per character.
 _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*(?:\\.[^"\\]*)*)"\s*(,|$)', re.DOTALL)
@@ -418,11 +419,18 @@ def parse(
             fam = route.get(name, _NEW)
             if fam is None:
                 continue
-            if fam is not _NEW and len(ltext) < _MAX_LABEL_TEXT:
+            if fam is not _NEW and (ltext is None or len(ltext) < _MAX_LABEL_TEXT):
                 try:
-                    labels = label_cache.get(ltext)
-                    if labels is None:
-                        labels = _new_labels(ltext)
+                    labels: Labels | None
+                    if ltext is None:
+                        labels = ()
+                    else:
+                        labels = label_cache.get(ltext)
+                        if labels is None:
+                            labels = _new_labels(ltext)
+                    if token is None:
+                        error(idx + 1, "missing value", line)
+                        continue
                     value = float(token)
                 except ValueError as exc:
                     error(idx + 1, str(exc) or "malformed sample", line)
