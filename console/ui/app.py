@@ -201,7 +201,9 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
     def _on_fleet(self, message: FleetUpdated) -> None:
         self.fleet = message.snapshot
         screen = self.screen
-        if isinstance(screen, DeckScreen):
+        # A screen being pushed is on top before it has children; it draws the newest snapshot
+        # when it is up (on_screen_resume).
+        if isinstance(screen, DeckScreen) and screen.is_mounted:
             screen.show_fleet(message.snapshot)
             screen.refresh_top()
         if self._first_frame_file and any(e.total is not None and e.reachable for e in message.snapshot.engines):

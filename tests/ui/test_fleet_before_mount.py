@@ -1,0 +1,27 @@
+"""A snapshot that arrives while a screen is being pushed (not composed yet) is not drawn on it,
+and the screen shows the newest snapshot once it is up. With many engines the hub publishes while
+keys open screens; drawing on a screen without children raised NoMatches and ended the console."""
+
+from __future__ import annotations
+
+from console.ui.messages import FleetUpdated
+from console.ui.screens.engine import EngineScreen
+from tests.ui.conftest import AppFactory
+from tests.ui.frozen import frozen_fleet
+
+
+async def test_snapshot_during_a_push_waits_for_the_screen(make_app: AppFactory) -> None:
+    app = make_app()
+    fleet = frozen_fleet()
+    name = fleet.engines[0].name
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        mounting = app.specs["engine"].factory(app, name)
+        assert isinstance(mounting, EngineScreen)
+        waiting = app.push_screen(mounting)
+        assert app.screen is mounting and not mounting.is_mounted
+        app._on_fleet(FleetUpdated(fleet))  # the hub's snapshot, handled before the screen is up
+        await waiting
+        await pilot.pause()
+        assert app.screen is mounting and mounting.is_mounted
+        assert name.split("/")[-1][:8] in str(mounting.query_one("#engine-head").render())
