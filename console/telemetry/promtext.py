@@ -5,11 +5,12 @@ number), never raised. Documentation excerpts with ``...`` lines, lines cut mid-
 UTF-8 (decoded with replacement characters) and arbitrary garbage all parse to "what could be
 read, plus errors". ``parse`` never raises on any ``bytes`` or ``str`` input.
 
-Speed: one ``split("\\n")`` and a tight loop with ``str.find`` instead of a regex per line. Label
-sets are parsed once per distinct label text and cached (histogram buckets of every family share
-their label texts, and successive scrapes repeat them). With ``wanted``, lines of other families
-are skipped after reading only their name. A label set over 64 KiB makes its line malformed
-(reported, skipped); ``parse_labels`` itself is linear in any length.
+Speed: one ``split("\\n")``; the usual sample line is read by one regex match, others by a loop of
+``str.find``. Label sets are parsed once per distinct label text and cached (successive scrapes
+repeat them); a label set never seen before costs a split and a lookup of its shape (the series of
+a family share one). With ``wanted``, a line that starts with none of the wanted names is skipped
+by one ``startswith``. A label set over 64 KiB makes its line malformed (reported, skipped);
+``parse_labels`` itself is linear in any length.
 
 Conventions:
 - Metric names may contain ``:`` (vLLM, SGLang, llama.cpp).
