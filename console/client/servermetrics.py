@@ -19,7 +19,8 @@ from typing import Any
 from console.client.http import HTTPClient, HTTPError
 from console.profiles import EngineProfile
 from console.telemetry.bodies import BodyError, decode_body
-from console.telemetry.normalize import HistogramSeries, Reading, normalize
+from console.telemetry.normalize import normalize
+from console.telemetry.readings import HistogramSeries, Reading
 from console.telemetry.scrape import MAX_METRICS_BYTES
 from console.telemetry.windows import histogram_quantile
 

@@ -203,7 +203,7 @@ def _num(x: float | None) -> float | None:
 
 def _report(profile: Any, reading: Any, source: str) -> dict[str, Any]:
     from console.profiles import CANONICAL, COUNTERS, HISTOGRAMS
-    from console.telemetry.normalize import ModelReading
+    from console.telemetry.readings import ModelReading
     from console.telemetry.windows import merge_histograms, quantiles_from_buckets
 
     spec_map = profile.metrics.map

@@ -32,14 +32,21 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Literal
+from typing import Any
 
-from console.model import RawSeries
 from console.profiles import EngineProfile, MetricMapping
 from console.telemetry.promtext import Family, ParseResult, Sample, parse
 from console.telemetry.promtext import clear_caches as clear_label_caches
+from console.telemetry.readings import (
+    HistogramSeries,
+    ModelReading,
+    PayloadFormat,
+    Reading,
+    Resolution,
+    SeriesKey,
+    finite_sum,
+)
 from console.telemetry.trtjson import parse_trtllm_json
 
 __all__ = [
@@ -56,115 +63,6 @@ __all__ = [
     "sniff_format",
     "wanted_names",
 ]
-
-SeriesKey = tuple[tuple[str, str], ...]
-PayloadFormat = Literal["prometheus", "trtllm-json"]
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """Which raw name carried a canonical metric in this payload."""
-
-    canonical: str
-    raw_name: str
-    legacy: bool  # not the profile's first (current) name
-    kind: str  # the mapping's kind: gauge, counter, histogram, histogram_sum, histogram_count
-    # No series yet: a counter the engine creates on first use (``first_use``), read as 0.
-    none_yet: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class HistogramSeries:
-    """One histogram series: cumulative counts per upper bound (ascending; the last is +Inf unless the
-    payload had neither a ``+Inf`` bucket nor ``_count``, and then ``count`` is None: unknown)."""
-
-    bounds: tuple[float, ...]
-    counts: tuple[float, ...]
-    sum: float | None
-    count: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class ModelReading:
-    """One served model's values in one payload."""
-
-    model: str
-    # canonical gauge -> value combined over series with the mapping's aggregate.
-    gauges: dict[str, float] = field(default_factory=dict)
-    kv_usage_mean: float | None = None
-    replicas: int = 1
-    # canonical counter -> series key -> value (shards already collapsed by max).
-    counters: dict[str, dict[SeriesKey, float]] = field(default_factory=dict)
-    # canonical histogram -> series key -> histogram.
-    histograms: dict[str, dict[SeriesKey, HistogramSeries]] = field(default_factory=dict)
-    # canonical counter -> series key -> when the series was born (its ``_created``, unix seconds),
-    # where the engine exports one.
-    created: dict[str, dict[SeriesKey, float]] = field(default_factory=dict)
-
-    def counter_total(self, canonical: str) -> float | None:
-        """Sum over series of a counter; None when the payload lacked it for this model (or the
-        sum is not a finite number)."""
-        series = self.counters.get(canonical)
-        return None if series is None else finite_sum(series.values())
-
-
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """Everything one payload said, normalised with one profile."""
-
-    profile: str
-    format: PayloadFormat
-    models: dict[str, ModelReading]
-    resolved: dict[str, Resolution]
-    missing: tuple[str, ...]
-    unmapped: tuple[str, ...]
-    errors: tuple[str, ...]
-    sample_count: int
-    parsed: ParseResult
-
-    # Lazily built ``raw`` (building RawSeries for thousands of samples is the slow part).
-    _raw_cache: list[tuple[RawSeries, ...]] = field(default_factory=list, repr=False, compare=False)
-
-    @property
-    def empty(self) -> bool:
-        """No sample could be parsed at all (not a metrics payload)."""
-        return self.sample_count == 0
-
-    @property
-    def ok(self) -> bool:
-        """At least one sample parsed (a metrics payload, possibly with some malformed lines)."""
-        return self.sample_count > 0
-
-    def error_summary(self) -> str:
-        """One line: how many lines were malformed and the first reason."""
-        if not self.errors:
-            return "no samples" if self.empty else "no errors"
-        count = max(self.parsed.error_count, len(self.errors))
-        first = self.errors[0]
-        return f"{count} problem{'s' if count != 1 else ''}; first: {first}"
-
-    @property
-    def raw(self) -> tuple[RawSeries, ...]:
-        """Every parsed sample (all families unless the payload was parsed with ``full=False``)."""
-        if not self._raw_cache:
-            out: list[RawSeries] = []
-            for fam in self.parsed.families.values():
-                kind = fam.kind
-                out.extend(RawSeries(s.name, s.labels, s.value, kind) for s in fam.samples)
-            self._raw_cache.append(tuple(out))
-        return self._raw_cache[0]
-
-
-def finite_sum(values: Iterable[float]) -> float | None:
-    """The exact sum, or None when it is not a finite number (an infinity in the input, or two
-    values near the float maximum): ``math.fsum`` raises on both, and one bad payload must never
-    stop an engine's collection."""
-    try:
-        total = math.fsum(values)
-    except (OverflowError, ValueError):
-        return None
-    return total if math.isfinite(total) else None
-
 
 def escaped_name(name: str) -> str:
     """A metric name as prometheus_client (0.22+) writes it in OpenMetrics and text 1.0.0 samples under

@@ -33,15 +33,16 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
 
+from console.telemetry.wanted import CHILD_SUFFIXES, expand_wanted
+
 __all__ = ["KINDS", "Family", "Labels", "ParseResult", "Sample", "clear_caches", "parse", "parse_labels"]
 
 Labels = tuple[tuple[str, str], ...]
 
 # Family kinds as written on ``# TYPE`` lines (OpenMetrics adds the last four; "unknown" = untyped).
 KINDS = frozenset({"counter", "gauge", "histogram", "summary", "untyped", "gaugehistogram", "info", "stateset"})
-_CHILD_SUFFIXES = ("_bucket", "_sum", "_count")
 # Where a sample may sit in a family of another name: histogram/summary children, OpenMetrics counters.
-_LOOKUP_SUFFIXES = (*_CHILD_SUFFIXES, "_total")
+_LOOKUP_SUFFIXES = (*CHILD_SUFFIXES, "_total")
 _HAS_CHILDREN = frozenset({"histogram", "summary", "gaugehistogram"})
 
 _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -315,43 +316,6 @@ def _without_exemplar(rest: str) -> str:
     return rest if cut == -1 else rest[:cut]
 
 
-def _expand_wanted(wanted: Container[str]) -> tuple[Container[str], tuple[str, ...] | None]:
-    """(names to keep, the shortest prefixes of those names, or None): a line that starts with none
-    of the prefixes (nor with whitespace or '#') cannot have a wanted name, and is skipped with one
-    ``startswith`` instead of reading its name."""
-    if isinstance(wanted, frozenset):
-        hit = _WANTED_CACHE.get(wanted)
-        if hit is not None:
-            return hit
-    if isinstance(wanted, set | frozenset | dict | list | tuple):
-        names = set(wanted)
-        accept = frozenset(names | {n + s for n in names for s in _CHILD_SUFFIXES})
-        prefixes = [n for n in sorted(names) if n and not any(n.startswith(m) for m in names if m and m != n)]
-        out: tuple[Container[str], tuple[str, ...] | None] = (accept, None if "" in names else (*prefixes, "#"))
-        if isinstance(wanted, frozenset):
-            if len(_WANTED_CACHE) > 64:
-                _WANTED_CACHE.clear()
-            _WANTED_CACHE[wanted] = out
-        return out
-    # An arbitrary container: test each line's name and its suffix-stripped base against it.
-    return _StrippingContainer(wanted), None
-
-
-_WANTED_CACHE: dict[frozenset[str], tuple[Container[str], tuple[str, ...] | None]] = {}
-
-
-class _StrippingContainer:
-    def __init__(self, inner: Container[str]) -> None:
-        self._inner = inner
-
-    def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
-        if name in self._inner:
-            return True
-        return any(name.endswith(s) and name[: -len(s)] in self._inner for s in _CHILD_SUFFIXES)
-
-
 def _decode(payload: bytes | bytearray | memoryview | str, errors: list[str]) -> str:
     if isinstance(payload, str):
         return payload
@@ -388,7 +352,7 @@ def parse(
         return result
     if errors:
         result.error_count = len(errors)
-    accept, prefixes = (None, None) if wanted is None else _expand_wanted(wanted)
+    accept, prefixes = (None, None) if wanted is None else expand_wanted(wanted)
     families = result.families
     # sample name -> family it belongs to (None: skipped, e.g. a _created series).
     route: dict[str, Family | None] = {}
@@ -530,7 +494,7 @@ def _route(name: str, families: dict[str, Family], created_skip: set[str], keep_
     fam = families.get(name)
     if fam is not None:
         return _CREATED if name in created_skip else fam
-    for suffix in _CHILD_SUFFIXES:
+    for suffix in CHILD_SUFFIXES:
         if name.endswith(suffix):
             parent = families.get(name[: -len(suffix)])
             if parent is not None and (parent.kind in _HAS_CHILDREN or parent.kind == "untyped"):

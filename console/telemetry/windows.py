@@ -54,7 +54,7 @@ from operator import sub as _sub
 
 from console.model import ModelMetrics, Quantiles, Rates
 from console.profiles import EngineProfile
-from console.telemetry.normalize import HistogramSeries, Reading, SeriesKey, finite_sum
+from console.telemetry.readings import HistogramSeries, Reading, SeriesKey, finite_sum
 
 __all__ = [
     "LOW_SAMPLE",
