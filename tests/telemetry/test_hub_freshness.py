@@ -7,7 +7,8 @@ import time
 
 from console.config import parse_engine_ref
 from console.model import EngineSnapshot, Freshness, SourceState
-from console.telemetry.hub import Hub, late_after, mark_late
+from console.telemetry.collector import late_after, mark_late
+from console.telemetry.hub import Hub
 from tests.client.simproc import SimProc
 
 NOW = 1_700_000_000.0
