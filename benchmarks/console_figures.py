@@ -1,0 +1,247 @@
+"""Issue 12's console figures, each beside its target, from one run (2 shared cores: compare in one run).
+
+    .venv/bin/python benchmarks/console_figures.py [--seconds 60] [--size 200x50] [--rounds 3]
+
+1. CPU of `enginedeck attach` on the 4 engines of `enginedeck sim --fleet` at a 1 s refresh, divided by
+   the CPU of a bare Textual app that polls one of those engines' /metrics once a second and updates a
+   label. Both run at the same time, each in its own tmux pane, over the same --seconds window, so a
+   change in the machine's load hits both. Only the console process is counted (psutil on its PID).
+2. The console's RSS at the end of that window (after --seconds + 5 s of running).
+3. Launch -> first frame with data: the time from starting the command until `tmux capture-pane`
+   shows a scraped percentage (KV cache, prefix hits) in a row of the overview's engines table;
+   attach (to the fleet already running) and demo (boots its own fleet). Median of --rounds.
+4. Quit -> shell back: the time from sending "q" until the console's process is gone; attach and demo.
+5. `enginedeck --help`: wall time of the process, median of 10.
+Prints figures; asserts nothing. Needs tmux. Uses a private tmux server (-L).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+BIN = str(Path(PY).parent / "enginedeck")
+SOCKET = f"edfig{os.getpid()}"
+# An engines-table row (it starts with the engine's name) showing scraped percentages (KV cache
+# and prefix hits, side by side): data from /metrics, not a placeholder; GPU rows start with a digit.
+DATA = re.compile(r"^ *[A-Za-z][^\n]*\d%\s+\d+%", re.MULTILINE)
+
+BARE_POLLING_APP = """
+import sys
+import httpx
+from textual.app import App, ComposeResult
+from textual.widgets import Static
+
+URL = sys.argv[1]
+
+class Bare(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Static(id="value")
+
+    async def on_mount(self) -> None:
+        self.client = httpx.AsyncClient(timeout=2.0)
+        self.set_interval(1.0, self.poll)
+
+    async def poll(self) -> None:
+        r = await self.client.get(URL)
+        lines = sum(1 for line in r.text.splitlines() if line and not line.startswith("#"))
+        self.query_one(Static).update(f"{URL}: {lines} series")
+
+Bare().run()
+"""
+
+
+def tmux(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=False)
+
+
+class Pane:
+    """A command in its own session of the private tmux server (a real pty of a fixed size)."""
+
+    def __init__(self, name: str, cmd: str, size: tuple[int, int], env: dict[str, str]) -> None:
+        self.name = name
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        self.launched = time.monotonic()
+        tmux("new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]),
+             f"cd {shlex.quote(str(ROOT))} && exec env {exports} {cmd}")
+        out = tmux("list-panes", "-t", name, "-F", "#{pane_pid}")
+        self.pid = int(out.stdout.split()[0])
+        self.proc = psutil.Process(self.pid)
+
+    def text(self) -> str:
+        return tmux("capture-pane", "-p", "-t", self.name).stdout
+
+    def keys(self, *keys: str) -> None:
+        tmux("send-keys", "-t", self.name, *keys)
+
+    def alive(self) -> bool:
+        try:
+            return self.proc.is_running() and self.proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    def first_data(self, timeout: float) -> float | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if DATA.search(self.text()):
+                return time.monotonic() - self.launched
+            time.sleep(0.01)
+        return None
+
+    def quit(self, timeout: float = 30.0) -> float | None:
+        t0 = time.monotonic()
+        self.keys("q")
+        while time.monotonic() - t0 < timeout:
+            if not self.alive():
+                return time.monotonic() - t0
+            time.sleep(0.005)
+        return None
+
+    def close(self) -> None:
+        tmux("kill-session", "-t", self.name)
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def start_fleet() -> tuple[subprocess.Popen[str], list[dict[str, object]]]:
+    proc = subprocess.Popen([PY, "-m", "console", "sim", "--fleet", "--print-json"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    eps: list[dict[str, object]] = []
+    assert proc.stdout is not None
+    while len(eps) < 4:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        eps.append(json.loads(line))
+    return proc, eps
+
+
+def stop_group(proc: subprocess.Popen[str]) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def median(xs: list[float | None]) -> str:
+    seen = [x for x in xs if x is not None]
+    if not seen:
+        return "not seen"
+    more = f" (of {', '.join(f'{x:.2f}' for x in seen)})" if len(seen) > 1 else ""
+    missed = f"; {len(xs) - len(seen)} not seen" if len(seen) < len(xs) else ""
+    return f"{statistics.median(seen):.2f} s{more}{missed}"
+
+
+def help_ms() -> float:
+    walls = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        subprocess.run([BIN, "--help"], capture_output=True, check=True)
+        walls.append(time.perf_counter() - t0)
+    return 1000 * statistics.median(walls)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--size", default="200x50")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: cpu,start,demo,help")
+    args = ap.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    if shutil.which("tmux") is None:
+        print("needs tmux", file=sys.stderr)
+        return 2
+    w, h = (int(x) for x in args.size.split("x"))
+    tmp = Path(tempfile.mkdtemp(prefix="enginedeck-fig-"))
+    env = {"ENGINEDECK_CONFIG_DIR": str(tmp / "cfg"), "TERM": "xterm-256color"}
+    print(f"machine: {psutil.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"window {w}x{h}")
+    results: list[str] = []
+    fleet, eps = start_fleet()
+    try:
+        refs = " ".join(shlex.quote(f"{e['profile']}@{e['url']}") for e in eps)
+        attach = f"{BIN} attach {refs} --gpus simulated --refresh 1"
+        if "start" not in skip:
+            firsts: list[float | None] = []
+            quits: list[float | None] = []
+            for i in range(args.rounds):
+                pane = Pane(f"attach{i}", attach, (w, h), env)
+                try:
+                    firsts.append(pane.first_data(30))
+                    time.sleep(1)
+                    quits.append(pane.quit())
+                finally:
+                    pane.close()
+            results.append(f"launch -> first frame with data, attach: {median(firsts)}  (target <= 0.8 s)")
+            results.append(f"quit -> shell back, attach:              {median(quits)}  (target <= 0.5 s)")
+        if "cpu" not in skip:
+            bare_path = tmp / "bare_polling_app.py"
+            bare_path.write_text(BARE_POLLING_APP)
+            url = f"{eps[0]['url']}/metrics"
+            con = Pane("console", attach, (w, h), env)
+            bare = Pane("bare", f"{PY} {bare_path} {shlex.quote(url)}", (w, h), env)
+            try:
+                time.sleep(5)  # settle: first layouts, history starts
+                c0, b0, t0 = cpu_seconds(con.proc), cpu_seconds(bare.proc), time.monotonic()
+                time.sleep(args.seconds)
+                c1, b1, t1 = cpu_seconds(con.proc), cpu_seconds(bare.proc), time.monotonic()
+                con_pct = 100 * (c1 - c0) / (t1 - t0)
+                bare_pct = 100 * (b1 - b0) / (t1 - t0)
+                rss = con.proc.memory_info().rss / 1e6
+                bare_rss = bare.proc.memory_info().rss / 1e6
+                ok_bare = "series" in bare.text()
+            finally:
+                con.close()
+                bare.close()
+            results.append(f"console CPU, attach x4 at 1 s: {con_pct:.2f}% of a core; bare Textual app polling one URL "
+                           f"{bare_pct:.2f}%{'' if ok_bare else ' (its label never showed data!)'}; "
+                           f"ratio {con_pct / bare_pct:.2f}  (target <= 1.0, stretch 0.5)")
+            results.append(f"console RSS after {args.seconds + 5:.0f} s (attach x4): {rss:.1f} MB; "
+                           f"bare app {bare_rss:.1f} MB  (target <= 60 MB)")
+    finally:
+        stop_group(fleet)
+    if "demo" not in skip:
+        firsts, quits = [], []
+        for i in range(args.rounds):
+            pane = Pane(f"demo{i}", f"{BIN} demo --refresh 1", (w, h), env)
+            try:
+                firsts.append(pane.first_data(90))
+                time.sleep(1)
+                quits.append(pane.quit())
+            finally:
+                pane.close()
+        results.append(f"launch -> first frame with data, demo:   {median(firsts)}  (target <= 2.0 s)")
+        results.append(f"quit -> shell back, demo:                {median(quits)}  (target <= 2.0 s)")
+    if "help" not in skip:
+        results.append(f"enginedeck --help: {help_ms():.0f} ms (median of 10)  (target <= 150 ms)")
+    tmux("kill-server")
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("\n".join(results))
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
