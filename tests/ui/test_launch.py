@@ -52,3 +52,23 @@ def test_the_terminal_loss_policy_goes_through_engine_control() -> None:
     assert control.calls == [("terminal-loss stop", "SIGHUP received")]
     # Without engine control there is nothing to apply.
     assert _policy_action(None, ConsoleSettings(on_terminal_loss="stop")) is None
+
+
+def test_a_console_without_engine_control_starts_without_the_lifecycle_package() -> None:
+    """`attach` starts no process, so its start does not import the lifecycle package (about 0.13 s
+    of CPU before the first frame) just to have a last resort that would find nothing to kill."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from console.ui.launch import add_last_resort\n"
+        "from console.ui.terminal_guard import TerminalGuard\n"
+        "guard = TerminalGuard()\n"
+        "add_last_resort(guard, None)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('console.lifecycle')))\n"
+        "add_last_resort(guard, object())\n"
+        "print('console.lifecycle.terminal_loss' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.splitlines() == ["[]", "True"]
