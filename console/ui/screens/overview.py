@@ -30,6 +30,7 @@ from console.ui.actions import Action
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
+from console.ui.widgets.cell_table import CellTable
 from console.ui.widgets.chart import block_chart, spark
 from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line
@@ -251,7 +252,7 @@ class OverviewScreen(DeckScreen):
         yield TopBar(id="topbar")
         yield Input(placeholder="filter engines (name, type, model, health) — enter keeps, esc clears",
                     id="filter")
-        table: DataTable[Text] = DataTable(id="engines", cursor_type="cell", zebra_stripes=False)
+        table: CellTable[Text] = CellTable(id="engines", cursor_type="cell", zebra_stripes=False)
         yield table
         yield Line(id="attention")
         yield Line(id="sparks")
