@@ -175,6 +175,8 @@ def main() -> None:
                     help="scale mode: seconds from every engine live to the measurement")
     ap.add_argument("--no-load", action="store_true", help="scale mode: no synthetic client load")
     a = ap.parse_args()
+    # A timeout's SIGTERM unwinds normally, so the simulators and the load process are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not a.engines:
         demo(a)
         return

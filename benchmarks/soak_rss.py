@@ -63,6 +63,8 @@ def main() -> int:
     pane = Pane(f"soak-{os.getpid()}", f"{PY} -m console attach {refs} --gpus simulated --refresh 1", (w, h),
                 {"ENGINEDECK_CONFIG_DIR": str(tmp / "cfg"), "ENGINEDECK_STATE_DIR": str(tmp / "state"),
                  "TERM": "xterm-256color"})  # fmt: skip
+    # Keep the pane after an exit, to show why.
+    subprocess.run(["tmux", "set-option", "-t", pane.name, "remain-on-exit", "on"], check=False)
     print(f"machine: {psutil.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; 8 engines "
           f"({', '.join(FLEET_ENGINES)} x 2) under load; attach at 1 s; {a.minutes:g} min, RSS every {a.every:g} s",
           flush=True)
@@ -74,7 +76,10 @@ def main() -> int:
         while time.monotonic() < end:
             time.sleep(a.every)
             if not pane.alive():
-                print("the console exited", file=sys.stderr)
+                shown = subprocess.run(["tmux", "capture-pane", "-p", "-t", pane.name], capture_output=True,
+                                       text=True, check=False).stdout.strip()
+                print(f"the console exited after {(time.monotonic() - start) / 60:.1f} min:\n{shown[-1500:]}",
+                      file=sys.stderr)
                 return 1
             now = time.monotonic()
             if now >= next_visit:  # engine detail, back, GPUs, overview: screens come and go

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from textual import on
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.events import Resize
 from textual.screen import ModalScreen
@@ -200,7 +200,10 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
     @on(FleetUpdated)
     def _on_fleet(self, message: FleetUpdated) -> None:
         self.fleet = message.snapshot
-        screen = self.screen
+        try:
+            screen = self.screen
+        except ScreenStackError:  # the app is closing and its screens are gone
+            return
         # A screen being pushed is on top before it has children; it draws the newest snapshot
         # when it is up (on_screen_resume).
         if isinstance(screen, DeckScreen) and screen.is_mounted:

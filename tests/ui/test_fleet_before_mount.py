@@ -25,3 +25,12 @@ async def test_snapshot_during_a_push_waits_for_the_screen(make_app: AppFactory)
         await pilot.pause()
         assert app.screen is mounting and mounting.is_mounted
         assert name.split("/")[-1][:8] in str(mounting.query_one("#engine-head").render())
+
+
+async def test_snapshot_after_the_screens_are_gone_is_dropped(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+    # The hub's last snapshot may be handled while the app closes, after its screens are removed.
+    app._on_fleet(FleetUpdated(frozen_fleet()))
+    assert app.fleet is not None
