@@ -1,6 +1,6 @@
 """Issue 12's console figures, each beside its target, from one run (2 shared cores: compare in one run).
 
-    .venv/bin/python benchmarks/console_figures.py [--seconds 60] [--size 200x50] [--rounds 3]
+    .venv/bin/python benchmarks/console_figures.py [--seconds 60] [--size 200x50] [--rounds 3] [--compare DIR]
 
 1. CPU of `enginedeck attach` on the 4 engines of `enginedeck sim --fleet` at a 1 s refresh, divided by
    the CPU of a bare Textual app that polls one of those engines' /metrics once a second and updates a
@@ -12,6 +12,7 @@
    attach (to the fleet already running) and demo (boots its own fleet). Median of --rounds.
 4. Quit -> shell back: the time from sending "q" until the console's process is gone; attach and demo.
 5. `enginedeck --help`: wall time of the process, median of 10.
+--compare DIR measures the console package in DIR too, in the same run (before/after a change).
 Prints figures; asserts nothing. Needs tmux. Uses a private tmux server (-L).
 """
 
@@ -153,11 +154,11 @@ def median(xs: list[float | None]) -> str:
     return f"{statistics.median(seen):.2f} s{more}{missed}"
 
 
-def help_ms() -> float:
+def help_ms(env: dict[str, str]) -> float:
     walls = []
     for _ in range(10):
         t0 = time.perf_counter()
-        subprocess.run([BIN, "--help"], capture_output=True, check=True)
+        subprocess.run([BIN, "--help"], capture_output=True, check=True, env={**os.environ, **env})
         walls.append(time.perf_counter() - t0)
     return 1000 * statistics.median(walls)
 
@@ -168,6 +169,9 @@ def main() -> int:
     ap.add_argument("--size", default="200x50")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: cpu,start,demo,help")
+    ap.add_argument("--compare", metavar="DIR", default="",
+                    help="also measure the console package in DIR (e.g. `git archive REV console | tar -x -C DIR`), "
+                         "in the same run: the consoles side by side for CPU, alternating rounds for the timings")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     if shutil.which("tmux") is None:
@@ -176,6 +180,9 @@ def main() -> int:
     w, h = (int(x) for x in args.size.split("x"))
     tmp = Path(tempfile.mkdtemp(prefix="enginedeck-fig-"))
     env = {"ENGINEDECK_CONFIG_DIR": str(tmp / "cfg"), "TERM": "xterm-256color"}
+    variants: list[tuple[str, dict[str, str]]] = [("this tree", env)]
+    if args.compare:
+        variants.append((args.compare, {**env, "PYTHONPATH": str(Path(args.compare).resolve())}))
     print(f"machine: {psutil.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"window {w}x{h}")
     results: list[str] = []
@@ -184,58 +191,71 @@ def main() -> int:
         refs = " ".join(shlex.quote(f"{e['profile']}@{e['url']}") for e in eps)
         attach = f"{BIN} attach {refs} --gpus simulated --refresh 1"
         if "start" not in skip:
-            firsts: list[float | None] = []
-            quits: list[float | None] = []
+            firsts: dict[str, list[float | None]] = {v: [] for v, _ in variants}
+            quits: dict[str, list[float | None]] = {v: [] for v, _ in variants}
             for i in range(args.rounds):
-                pane = Pane(f"attach{i}", attach, (w, h), env)
-                try:
-                    firsts.append(pane.first_data(30))
-                    time.sleep(1)
-                    quits.append(pane.quit())
-                finally:
-                    pane.close()
-            results.append(f"launch -> first frame with data, attach: {median(firsts)}  (target <= 0.8 s)")
-            results.append(f"quit -> shell back, attach:              {median(quits)}  (target <= 0.5 s)")
+                for n, (label, venv) in enumerate(variants):
+                    pane = Pane(f"attach{i}-{n}", attach, (w, h), venv)
+                    try:
+                        firsts[label].append(pane.first_data(30))
+                        time.sleep(1)
+                        quits[label].append(pane.quit())
+                    finally:
+                        pane.close()
+            for label, _ in variants:
+                results.append(f"[{label}] launch -> first frame with data, attach: {median(firsts[label])}  "
+                               "(target <= 0.8 s)")
+                results.append(f"[{label}] quit -> shell back, attach: {median(quits[label])}  (target <= 0.5 s)")
         if "cpu" not in skip:
             bare_path = tmp / "bare_polling_app.py"
             bare_path.write_text(BARE_POLLING_APP)
             url = f"{eps[0]['url']}/metrics"
-            con = Pane("console", attach, (w, h), env)
+            consoles = [(label, Pane(f"console{n}", attach, (w, h), venv)) for n, (label, venv) in enumerate(variants)]
             bare = Pane("bare", f"{PY} {bare_path} {shlex.quote(url)}", (w, h), env)
             try:
                 time.sleep(5)  # settle: first layouts, history starts
-                c0, b0, t0 = cpu_seconds(con.proc), cpu_seconds(bare.proc), time.monotonic()
+                c0 = [cpu_seconds(p.proc) for _, p in consoles]
+                b0, t0 = cpu_seconds(bare.proc), time.monotonic()
                 time.sleep(args.seconds)
-                c1, b1, t1 = cpu_seconds(con.proc), cpu_seconds(bare.proc), time.monotonic()
-                con_pct = 100 * (c1 - c0) / (t1 - t0)
+                c1 = [cpu_seconds(p.proc) for _, p in consoles]
+                b1, t1 = cpu_seconds(bare.proc), time.monotonic()
                 bare_pct = 100 * (b1 - b0) / (t1 - t0)
-                rss = con.proc.memory_info().rss / 1e6
                 bare_rss = bare.proc.memory_info().rss / 1e6
                 ok_bare = "series" in bare.text()
+                for (label, pane), a, b in zip(consoles, c0, c1, strict=True):
+                    pct = 100 * (b - a) / (t1 - t0)
+                    rss = pane.proc.memory_info().rss / 1e6
+                    note = "" if ok_bare else " (its label never showed data!)"
+                    results.append(f"[{label}] console CPU, attach x4 at 1 s: {pct:.2f}% of a core; bare Textual app "
+                                   f"polling one URL {bare_pct:.2f}%{note}; ratio {pct / bare_pct:.2f}  "
+                                   "(target <= 1.0, stretch 0.5)")
+                    results.append(f"[{label}] console RSS after {args.seconds + 5:.0f} s (attach x4): {rss:.1f} MB; "
+                                   f"bare app {bare_rss:.1f} MB  (target <= 60 MB)")
             finally:
-                con.close()
+                for _, pane in consoles:
+                    pane.close()
                 bare.close()
-            results.append(f"console CPU, attach x4 at 1 s: {con_pct:.2f}% of a core; bare Textual app polling one URL "
-                           f"{bare_pct:.2f}%{'' if ok_bare else ' (its label never showed data!)'}; "
-                           f"ratio {con_pct / bare_pct:.2f}  (target <= 1.0, stretch 0.5)")
-            results.append(f"console RSS after {args.seconds + 5:.0f} s (attach x4): {rss:.1f} MB; "
-                           f"bare app {bare_rss:.1f} MB  (target <= 60 MB)")
     finally:
         stop_group(fleet)
     if "demo" not in skip:
-        firsts, quits = [], []
+        dfirsts: dict[str, list[float | None]] = {v: [] for v, _ in variants}
+        dquits: dict[str, list[float | None]] = {v: [] for v, _ in variants}
         for i in range(args.rounds):
-            pane = Pane(f"demo{i}", f"{BIN} demo --refresh 1", (w, h), env)
-            try:
-                firsts.append(pane.first_data(90))
-                time.sleep(1)
-                quits.append(pane.quit())
-            finally:
-                pane.close()
-        results.append(f"launch -> first frame with data, demo:   {median(firsts)}  (target <= 2.0 s)")
-        results.append(f"quit -> shell back, demo:                {median(quits)}  (target <= 2.0 s)")
+            for n, (label, venv) in enumerate(variants):
+                pane = Pane(f"demo{i}-{n}", f"{BIN} demo --refresh 1", (w, h), venv)
+                try:
+                    dfirsts[label].append(pane.first_data(90))
+                    time.sleep(1)
+                    dquits[label].append(pane.quit())
+                finally:
+                    pane.close()
+        for label, _ in variants:
+            results.append(f"[{label}] launch -> first frame with data, demo: {median(dfirsts[label])}  "
+                           "(target <= 2.0 s)")
+            results.append(f"[{label}] quit -> shell back, demo: {median(dquits[label])}  (target <= 2.0 s)")
     if "help" not in skip:
-        results.append(f"enginedeck --help: {help_ms():.0f} ms (median of 10)  (target <= 150 ms)")
+        for label, venv in variants:
+            results.append(f"[{label}] enginedeck --help: {help_ms(venv):.0f} ms (median of 10)  (target <= 150 ms)")
     tmux("kill-server")
     shutil.rmtree(tmp, ignore_errors=True)
     print("\n".join(results))
