@@ -201,17 +201,27 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
     def _on_fleet(self, message: FleetUpdated) -> None:
         self.fleet = message.snapshot
         try:
-            screen = self.screen
+            screen = self._shown_deck_screen()
         except ScreenStackError:  # the app is closing and its screens are gone
             return
         # A screen being pushed is on top before it has children; it draws the newest snapshot
         # when it is up (on_screen_resume).
-        if isinstance(screen, DeckScreen) and screen.is_mounted:
+        if screen is not None and screen.is_mounted:
             screen.show_fleet(message.snapshot)
             screen.refresh_top()
         if self._first_frame_file and any(e.total is not None and e.reachable for e in message.snapshot.engines):
             path, self._first_frame_file = self._first_frame_file, ""
             self.call_after_refresh(_write_first_frame, path)
+
+    def _shown_deck_screen(self) -> DeckScreen | None:
+        """The screen whose numbers are on view: the top one, or the one under a pop-up (a confirm
+        or help box covers part of it, and what shows around the box must not freeze)."""
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, DeckScreen):
+                return screen
+            if not isinstance(screen, ModalScreen):
+                return None
+        return None
 
     @on(LifecycleDone)
     def _on_lifecycle_done(self, message: LifecycleDone) -> None:

@@ -34,3 +34,32 @@ async def test_snapshot_after_the_screens_are_gone_is_dropped(make_app: AppFacto
     # The hub's last snapshot may be handled while the app closes, after its screens are removed.
     app._on_fleet(FleetUpdated(frozen_fleet()))
     assert app.fleet is not None
+
+
+async def test_numbers_around_a_pop_up_keep_moving(make_app: AppFactory) -> None:
+    """A pop-up (the stop/start question, help) covers part of the screen; the rows that show
+    around it must follow new snapshots, not freeze while the user reads the question."""
+    from dataclasses import replace
+
+    from textual.widgets import DataTable
+
+    from console.ui.screens.modals import HelpScreen
+    from console.ui.screens.overview import OverviewScreen
+
+    app = make_app()
+    fleet = frozen_fleet()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        overview = app.screen
+        assert isinstance(overview, OverviewScreen)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        first = fleet.engines[0]
+        assert first.total is not None
+        busier = replace(first, total=replace(first.total, running=987.0))
+        app._on_fleet(FleetUpdated(replace(fleet, engines=(busier, *fleet.engines[1:]))))
+        await pilot.pause()
+        table = overview.query_one("#engines", DataTable)
+        cells = [str(c) for row in range(table.row_count) for c in table.get_row_at(row)]
+        assert any("987" in c for c in cells), cells
