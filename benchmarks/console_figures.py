@@ -19,7 +19,6 @@ Prints figures; asserts nothing. Needs tmux. Uses a private tmux server (-L).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 
 import psutil
+from console_cpu import start_fleet, stop_group  # this folder: the same fleet start/stop
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -119,30 +119,6 @@ class Pane:
 def cpu_seconds(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     return t.user + t.system
-
-
-def start_fleet() -> tuple[subprocess.Popen[str], list[dict[str, object]]]:
-    proc = subprocess.Popen([PY, "-m", "console", "sim", "--fleet", "--print-json"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    eps: list[dict[str, object]] = []
-    assert proc.stdout is not None
-    while len(eps) < 4:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        eps.append(json.loads(line))
-    return proc, eps
-
-
-def stop_group(proc: subprocess.Popen[str]) -> None:
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def median(xs: list[float | None]) -> str:
