@@ -7,9 +7,11 @@
 # Services (see scripts/provision/):
 #   Docker Engine + images enginedeck/pybase:bookworm, enginedeck/sim:dev   (needs root the first time)
 #   llama-server (built once, cached in ~/.cache/enginedeck) + tiny GGUF model
+#   promtool (Debian's prometheus package)
 # Explicit opt-outs, for machines without root/Docker or without time for the 5-min llama.cpp build:
 #   ENGINEDECK_SKIP_DOCKER=1     skip Docker provisioning; tests marked `docker` are reported as skipped
 #   ENGINEDECK_SKIP_LLAMACPP=1   same for llama.cpp and tests marked `llamacpp`
+#   ENGINEDECK_SKIP_PROMTOOL=1   same for Prometheus' promtool and tests marked `promtool`
 # Without them a missing service is a test failure, never a silent skip.
 # Pre-set ENGINEDECK_LLAMA_SERVER + ENGINEDECK_TINY_GGUF (existing files) are used as they are.
 set -euo pipefail
@@ -66,6 +68,17 @@ if [ -n "$llama_pid" ]; then
   fi
   eval "$(cat "$tmp/llamacpp.env")"
   STAGE_T0=$llama_t0 stage_end "provision llamacpp (background, wall time)"
+fi
+if is_set ENGINEDECK_SKIP_PROMTOOL; then
+  skipped+=("promtool (ENGINEDECK_SKIP_PROMTOOL=$ENGINEDECK_SKIP_PROMTOOL)")
+else
+  stage_start "provision promtool"
+  if ! out=$(scripts/provision/promtool.sh); then
+    echo "test.sh: provisioning 'promtool' failed (see the messages above)" >&2
+    exit 1
+  fi
+  eval "$out"
+  stage_end "provision promtool"
 fi
 for s in ${skipped[@]+"${skipped[@]}"}; do
   echo "test.sh: SKIPPED service $s - its tests will be reported as skipped" >&2

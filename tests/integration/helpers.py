@@ -256,3 +256,7 @@ def wait_http_ok(url: str, timeout: float = 30.0, on_fail: Any = None) -> httpx.
             time.sleep(0.05)
     extra = f"\n{on_fail()}" if on_fail else ""
     raise TimeoutError(f"{url} not ready after {timeout} s ({last}){extra}")
+
+
+def skip_promtool() -> bool:
+    return env_flag("ENGINEDECK_SKIP_PROMTOOL")

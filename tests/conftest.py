@@ -1,0 +1,40 @@
+"""Fixtures every test directory may use.
+
+promtool: the real Prometheus `promtool` (ENGINEDECK_PROMTOOL, else the one on PATH). A missing
+promtool FAILS the test with how to provide it; ENGINEDECK_SKIP_PROMTOOL=1 skips the tests marked
+`promtool` explicitly (listed by `-ra`), as ENGINEDECK_SKIP_DOCKER does for Docker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.integration import helpers
+
+HOW_PROMTOOL = (
+    "run scripts/provision/promtool.sh as root (make test does; it installs Debian's prometheus package), "
+    "or set ENGINEDECK_SKIP_PROMTOOL=1 to skip the promtool tests explicitly"
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not helpers.skip_promtool():
+        return
+    for item in items:
+        if item.get_closest_marker("promtool"):
+            item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_PROMTOOL is set"))
+
+
+@pytest.fixture(scope="session")
+def promtool() -> Path:
+    """The path of a working promtool binary."""
+    if helpers.skip_promtool():
+        pytest.skip("ENGINEDECK_SKIP_PROMTOOL is set")
+    found = os.environ.get("ENGINEDECK_PROMTOOL") or shutil.which("promtool")
+    if not found or not Path(found).is_file():
+        pytest.fail(f"promtool not found\n-> {HOW_PROMTOOL}", pytrace=False)
+    return Path(found)
