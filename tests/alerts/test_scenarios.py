@@ -1,0 +1,229 @@
+"""Each rule fires in a simulator scenario within its hold time plus 2 scrapes and resolves after
+its hysteresis, once (no flapping); a healthy simulator at idle and at moderate load fires nothing
+for 10 minutes. The engines are the simulator's scheduler and metrics flavours on a virtual clock,
+read through the console's telemetry (tests/alerts/harness.py); the times to beat come from the
+simulator's own state (``Truth``), not from what the console read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from console.alerts.rules import Rule, load_rules
+from console.model import AlertState
+from tests.alerts.harness import Knobs, Truth, VirtualEngine
+
+RULES = {r.id: r for r in load_rules(user=False)}
+
+
+def first(v: VirtualEngine, after: float, cond: Callable[[Truth], bool]) -> float:
+    """The first scrape at or after ``after`` where the simulator's own state satisfies ``cond``."""
+    return next(tr.t for tr in v.truth if tr.t >= after and cond(tr))
+
+
+def first_rate(v: VirtualEngine, after: float, attr: str, cond: Callable[[float], bool]) -> float:
+    return next(t for t, r in v.truth_rate(attr) if t >= after and cond(r))
+
+
+def check_fired(v: VirtualEngine, rule: Rule, t_true: float) -> float:
+    """Fired exactly once, within ``for`` + 2 scrapes of its condition being true in the simulator."""
+    fired = v.times(rule.id, AlertState.FIRING)
+    assert len(fired) == 1, f"{rule.id} fired {len(fired)} times: {v.transitions}"
+    # A step in flight may end a scrape a few milliseconds late; one scrape of slack below.
+    assert t_true + rule.for_s - v.scrape_every <= fired[0] <= t_true + rule.for_s + 2 * v.scrape_every + 0.5, (
+        rule.id, fired[0] - t_true)
+    return fired[0]
+
+
+def check_resolved(v: VirtualEngine, rule: Rule, t_clear: float) -> float:
+    resolved = v.times(rule.id, AlertState.RESOLVED)
+    assert len(resolved) == 1, f"{rule.id} resolved {len(resolved)} times: {v.transitions}"
+    late = t_clear + rule.clear_for + 2 * v.scrape_every + 0.5
+    assert t_clear + rule.clear_for - v.scrape_every <= resolved[0] <= late, (rule.id, resolved[0] - t_clear)
+    return resolved[0]
+
+
+def healthy(v: VirtualEngine, seconds: float = 120.0) -> float:
+    v.run(seconds)
+    assert v.firing() == [], v.firing()
+    return v.t
+
+
+def steady(v: VirtualEngine, after: float, cond: Callable[[Truth], bool], hold: float,
+           enter: Callable[[Truth], bool] | None = None) -> float:
+    """The first scrape from which ``cond`` holds in the simulator for ``hold`` seconds on end
+    (and ``enter`` held at its start)."""
+    run_from: float | None = None
+    for tr in v.truth:
+        if tr.t < after:
+            continue
+        if not cond(tr):
+            run_from = None
+            continue
+        if run_from is None and (enter is None or enter(tr)):
+            run_from = tr.t
+        if run_from is not None and tr.t - run_from >= hold - 1e-6:
+            return run_from
+    raise AssertionError("never steady")
+
+
+def steady_rate(v: VirtualEngine, after: float, attr: str, cond: Callable[[float], bool], hold: float) -> float:
+    run_from: float | None = None
+    for t, r in v.truth_rate(attr):
+        if t < after:
+            continue
+        if not cond(r):
+            run_from = None
+            continue
+        run_from = t if run_from is None else run_from
+        if t - run_from >= hold - 1e-6:
+            return run_from
+    raise AssertionError("never steady")
+
+
+@pytest.fixture(scope="module")
+def kv_fill() -> tuple[VirtualEngine, float, float]:
+    """A small KV pool, then 6 minutes of long requests arriving faster than it holds, then a trickle."""
+    v = VirtualEngine("vllm", kv_blocks=256, scrape_every=5.0, knobs=Knobs(rate=0.25, max_tokens=64))
+    t0 = healthy(v, 60)
+    v.knobs.rate, v.knobs.max_tokens = 1.5, 256
+    v.run(360)
+    v.knobs.rate, v.knobs.max_tokens = 0.1, 32
+    t1 = v.t
+    v.run(660)
+    return v, t0, t1
+
+
+def test_kv_fill_fires_kv_saturated_then_resolves(kv_fill: tuple[VirtualEngine, float, float]) -> None:
+    v, t0, t1 = kv_fill
+    rule = RULES["kv_saturated_queue_growing"]
+
+    def grows(tr: Truth) -> bool:
+        before = [b.waiting for b in v.truth if b.t <= tr.t - 30]
+        return bool(before) and tr.kv >= 0.95 and tr.waiting > before[-1]
+
+    check_fired(v, rule, steady(v, t0, lambda tr: tr.kv >= 0.90 and tr.waiting > 0, rule.for_s, enter=grows))
+    check_resolved(v, rule, steady(v, t1, lambda tr: tr.kv < 0.90 or tr.waiting == 0, rule.clear_for))
+
+
+@pytest.mark.parametrize("rid", ["preempting", "preemption_storm"])
+def test_preemption_burst_fires_and_resolves(kv_fill: tuple[VirtualEngine, float, float], rid: str) -> None:
+    v, t0, t1 = kv_fill
+    rule = RULES[rid]
+    fire_at, clear_at = rule.when[0].value, rule.when[0].threshold(True, False)
+    check_fired(v, rule, steady_rate(v, t0, "preemptions", lambda r: r > fire_at, rule.for_s))
+    check_resolved(v, rule, steady_rate(v, t1, "preemptions", lambda r: r <= clear_at, rule.clear_for))
+
+
+def test_the_kv_fill_does_not_fire_the_rules_of_other_troubles(kv_fill: tuple[VirtualEngine, float, float]) -> None:
+    v, _, _ = kv_fill
+    fired = {tr.rule for tr in v.transitions if tr.state is AlertState.FIRING}
+    assert not fired & {"decode_stall", "unreachable", "error_rate_high", "error_rate_elevated", "prefix_hit_drop"}
+
+
+def test_queue_ramp_fires_queue_buildup_not_kv() -> None:
+    """Running capped at 2: arrivals above capacity queue up with the KV cache nearly empty."""
+    v = VirtualEngine("vllm", max_running=2, scrape_every=5.0, knobs=Knobs(rate=0.2, max_tokens=64))
+    t0 = healthy(v, 60)
+    v.knobs.rate = 1.2
+    v.run(420)
+    v.knobs.rate = 0.1
+    t1 = v.t
+    v.run(480)
+    rule = RULES["queue_buildup"]
+    check_fired(v, rule, steady(v, t0, lambda tr: tr.waiting > 40, rule.for_s, enter=lambda tr: tr.waiting > 50))
+    check_resolved(v, rule, steady(v, t1, lambda tr: tr.waiting <= 40, rule.clear_for))
+    assert not v.times("kv_saturated_queue_growing", AlertState.FIRING)
+
+
+def ttft_burn_truth(v: VirtualEngine, window: float, slo_s: float, objective: float) -> list[tuple[float, float]]:
+    """(t, burn rate over ``window``) from the simulator's own per-request first-token times."""
+    done = [(r["first_token"], r["ttft"]) for r in v.fl.recent if r["first_token"] is not None]
+    out = []
+    for tr in v.truth:
+        inside = [ttft for ft, ttft in done if tr.t - window < ft <= tr.t]
+        bad = sum(1 for x in inside if x > slo_s) / len(inside) if inside else 0.0
+        out.append((tr.t, bad / (1 - objective)))
+    return out
+
+
+def test_kv_fill_burns_the_ttft_slo_fast_and_it_resolves(kv_fill: tuple[VirtualEngine, float, float]) -> None:
+    v, _, t1 = kv_fill
+    rule = RULES["ttft_slo_burn_fast"]
+    assert rule.slo is not None
+    fired = v.times(rule.id, AlertState.FIRING)
+    resolved = v.times(rule.id, AlertState.RESOLVED)
+    assert len(fired) == 1 and len(resolved) == 1, v.transitions
+    short = dict(ttft_burn_truth(v, 300, rule.slo.ttft_s, rule.slo.objective))
+    long = dict(ttft_burn_truth(v, 3600, rule.slo.ttft_s, rule.slo.objective))
+    # The burn is visible in the simulator's own TTFTs when it fires (its 1 h window needs 5 min of
+    # history first: signals.py), and below the threshold on the short window for clear_for before
+    # it resolves (a request counts at its first token there, at its finish in the histogram: one
+    # scrape of slack).
+    assert long[fired[0]] > 14.4 and short[fired[0]] > 14.4
+    assert fired[0] >= v.truth[0].t + 300 - v.scrape_every
+    calm = steady(v, t1, lambda tr: short[tr.t] <= 14.4, rule.clear_for)
+    assert calm + rule.clear_for - v.scrape_every <= resolved[0] <= calm + rule.clear_for + 2 * v.scrape_every + 0.5
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_decode_freeze_fires_decode_stall_and_resolves(engine: str) -> None:
+    """vLLM counts tokens every step: stalled after 10 s. SGLang counts them when a request ends: the
+    rule's at_finish_value (120 s) applies, so a freeze shorter than that is no alert there."""
+    rule = RULES["decode_stall"]
+    v = VirtualEngine(engine, scrape_every=2.0, knobs=Knobs(rate=0.3, max_tokens=64))
+    healthy(v, 60)
+    v.run(60, until=lambda v: v.truth[-1].running > 0)
+    v.knobs.freeze = True
+    t_freeze = v.t
+    v.run(60)
+    fired = v.times(rule.id, AlertState.FIRING)
+    if engine == "sglang":
+        assert fired == [], "a 60 s freeze fired on an engine that counts tokens at request ends"
+        v.run(90)
+        threshold = rule.when[0].at_finish_value
+    else:
+        threshold = rule.when[0].value
+    assert threshold is not None
+    v.knobs.freeze = False
+    t_thaw = v.t
+    v.run(40)
+    # Frozen from t_freeze: the counter last moved at the scrape before, so it is "stalled" for the
+    # threshold from there at the latest.
+    check_fired(v, rule, t_freeze + threshold - v.scrape_every)
+    check_resolved(v, rule, first(v, t_thaw, lambda tr: tr.generated > 0) + v.scrape_every)
+
+
+def test_scrape_loss_fires_unreachable_and_resolves() -> None:
+    rule = RULES["unreachable"]
+    v = VirtualEngine("vllm", scrape_every=2.0, knobs=Knobs(rate=0.3, max_tokens=64))
+    healthy(v, 60)
+    v.knobs.scrape_fails = True
+    v.run(60)
+    v.knobs.scrape_fails = False
+    v.run(40)
+    lost = first(v, 0, lambda tr: not tr.scraped)
+    check_fired(v, rule, lost)
+    check_resolved(v, rule, first(v, lost, lambda tr: tr.scraped))
+    # Stale numbers are no verdict: a scrape loss fires nothing else.
+    assert {tr.rule for tr in v.transitions if tr.state is AlertState.FIRING} == {"unreachable"}
+
+
+def test_error_burst_fires_error_rate_and_resolves() -> None:
+    rule = RULES["error_rate_high"]
+    v = VirtualEngine("vllm", scrape_every=5.0, knobs=Knobs(rate=0.5, max_tokens=64))
+    t0 = healthy(v, 90)
+    v.knobs.error_fraction = 0.3
+    v.run(200)
+    v.knobs.error_fraction = 0.0
+    t1 = v.t
+    v.run(200)
+
+    def ratio(tr: Truth) -> float:
+        base = next((b for b in reversed(v.truth) if b.t <= tr.t - 60), v.truth[0])
+        n = tr.finished - base.finished
+        return (tr.errors - base.errors) / n if n else 0.0
+
+    check_fired(v, rule, steady(v, t0, lambda tr: ratio(tr) > 0.03, rule.for_s, enter=lambda tr: ratio(tr) > 0.05))
+    check_resolved(v, rule, steady(v, t1, lambda tr: ratio(tr) <= 0.03, rule.clear_for))
