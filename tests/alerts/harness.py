@@ -18,12 +18,22 @@ from prometheus_client import generate_latest
 
 from console.alerts.evaluate import AlertEvaluator
 from console.alerts.rules import Rule, load_rules
-from console.model import Alert, AlertState, EngineSnapshot, FleetSnapshot, Freshness, Phase, SourceState
+from console.model import (
+    Alert,
+    AlertState,
+    EngineSnapshot,
+    FleetSnapshot,
+    Freshness,
+    GpuSnapshot,
+    Phase,
+    SourceState,
+)
 from console.profiles import load_profiles
 from console.sim.engines import make_flavour
 from console.sim.engines.base import SimOptions
 from console.sim.scheduler import Request
 from console.telemetry.normalize import normalize
+from console.telemetry.simgpu import SimulatedGpus
 from console.telemetry.windows import EngineMetricsState
 
 T0 = 1_800_000_000.0  # virtual wall clock start
@@ -62,6 +72,8 @@ class Truth:
     finished: int  # finished for any reason, aborts included
     generated: int
     scraped: bool
+    prefix_hits: int
+    prefix_queries: int
 
 
 @dataclass
@@ -75,6 +87,7 @@ class VirtualEngine:
     speed: float = 0.25
     knobs: Knobs = field(default_factory=Knobs)
     rules: tuple[Rule, ...] | None = None
+    gpus: int = 0  # simulated GPUs the engine holds (0: none, its GPU rules are n/a)
 
     def __post_init__(self) -> None:
         self.fl = make_flavour(SimOptions(self.engine, "sim-model", seed=self.seed, kv_blocks=self.kv_blocks,
@@ -94,6 +107,9 @@ class VirtualEngine:
         self.transitions: list[Transition] = []
         self._states: dict[str, AlertState] = {}
         self.truth: list[Truth] = []
+        self.simgpus = SimulatedGpus(self.gpus, {self.engine: tuple(range(self.gpus))}) if self.gpus else None
+        self.pids: tuple[int, ...] = (4242,)
+        self.gpu_history: list[GpuSnapshot | None] = []  # GPU 0 at each scrape
 
     # -- the engine ----------------------------------------------------------------------------
 
@@ -137,13 +153,17 @@ class VirtualEngine:
                 metrics_freshness=Freshness(SourceState.STALE, prev.metrics_freshness.updated_at,
                                             prev.metrics_freshness.stale_since or now, "timed out"))
             return self.snap
-        text = generate_latest(self.fl.metrics_registry())
+        if self.fl.metrics_mount == "custom":  # TGI, llama.cpp: the engine's own text
+            body = self.fl.render_metrics("").body
+            text = body if isinstance(body, bytes) else b""
+        else:
+            text = generate_latest(self.fl.metrics_registry())
         self.state.ingest(now, normalize(self.profile, text, full=False))
         models, total = self.state.metrics()
         self.snap = EngineSnapshot(name=prev.name, profile=prev.profile, url=prev.url, taken_at=now,
                                    phase=Phase.READY, reachable=True, metrics_freshness=Freshness(updated_at=now),
                                    health_freshness=Freshness(updated_at=now), models=models, total=total,
-                                   pids=(4242,))
+                                   pids=self.pids, gpus=tuple(range(self.gpus)))
         return self.snap
 
     def tick(self) -> tuple[Alert, ...]:
@@ -152,8 +172,14 @@ class VirtualEngine:
         e = self.scrape()
         sched, c = self.fl.scheduler, self.fl.c
         self.truth.append(Truth(self.t, sched.kv_usage, len(sched.waiting), len(sched.running), c.preemptions,
-                                c.aborted, c.finished + c.aborted, c.gen_live, not self.knobs.scrape_fails))
-        self.alerts = self.evaluator.evaluate(FleetSnapshot(taken_at=self.t, engines=(e,)))
+                                c.aborted, c.finished + c.aborted, c.gen_live, not self.knobs.scrape_fails,
+                                c.prefix_hits, c.prefix_queries))
+        fleet = FleetSnapshot(taken_at=self.t, engines=(e,))
+        if self.simgpus is not None:
+            fleet = FleetSnapshot(taken_at=self.t, engines=(e,), gpus=self.simgpus.step(self.t, (e,)))
+        self.fleet = fleet
+        self.gpu_history.append(fleet.gpus.gpus[0] if fleet.gpus.gpus else None)
+        self.alerts = self.evaluator.evaluate(fleet)
         for a in self.alerts:
             if self._states.get(a.rule) is not a.state:
                 self._states[a.rule] = a.state

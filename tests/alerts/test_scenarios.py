@@ -227,3 +227,105 @@ def test_error_burst_fires_error_rate_and_resolves() -> None:
 
     check_fired(v, rule, steady(v, t0, lambda tr: ratio(tr) > 0.03, rule.for_s, enter=lambda tr: ratio(tr) > 0.05))
     check_resolved(v, rule, steady(v, t1, lambda tr: ratio(tr) <= 0.03, rule.clear_for))
+
+
+def hit_rate_truth(v: VirtualEngine) -> dict[float, float | None]:
+    """The simulator's own 60 s prefix hit rate over its baseline (mean over 15 min ending 5 min ago)."""
+    rates: list[tuple[float, float]] = []
+    for i, tr in enumerate(v.truth):
+        base = next((b for b in reversed(v.truth[:i]) if b.t <= tr.t - 60), v.truth[0])
+        q = tr.prefix_queries - base.prefix_queries
+        if q > 0:
+            rates.append((tr.t, (tr.prefix_hits - base.prefix_hits) / q))
+    out: dict[float, float | None] = {}
+    for t, r in rates:
+        window = [x for u, x in rates if t - 1200 <= u <= t - 300]
+        out[t] = r / (sum(window) / len(window)) if window else None
+    return out
+
+
+@pytest.fixture(scope="module")
+def cache_flush() -> tuple[VirtualEngine, float, float]:
+    """Shared-prefix load for 13 minutes (baseline), the prefix cache flushed before every engine
+    step for 5 minutes (only blocks of running requests survive), then left alone."""
+    v = VirtualEngine("vllm", scrape_every=5.0, knobs=Knobs(rate=0.4, max_tokens=12))
+    healthy(v, 780)
+    v.knobs.flush_cache = True
+    t0 = v.t
+    v.run(300)
+    v.knobs.flush_cache = False
+    t1 = v.t
+    v.run(300)
+    return v, t0, t1
+
+
+def test_cache_flush_fires_prefix_hit_drop_and_resolves(cache_flush: tuple[VirtualEngine, float, float]) -> None:
+    v, t0, t1 = cache_flush
+    rule = RULES["prefix_hit_drop"]
+    ratio = hit_rate_truth(v)
+    check_fired(v, rule, steady(v, t0, lambda tr: (ratio.get(tr.t) or 1.0) < 0.7, rule.for_s,
+                                enter=lambda tr: (ratio.get(tr.t) or 1.0) < 0.5))
+    check_resolved(v, rule, steady(v, t1, lambda tr: (ratio.get(tr.t) or 0.0) >= 0.7, rule.clear_for))
+
+
+def test_prefix_hit_drop_waits_after_a_restart_and_needs_traffic() -> None:
+    """The same flush right after a restart (new processes), or under a trickle of traffic, is no verdict."""
+    v = VirtualEngine("vllm", scrape_every=5.0, knobs=Knobs(rate=0.4, max_tokens=12))
+    healthy(v, 780)
+    v.pids = (4343,)  # restarted
+    v.knobs.flush_cache = True
+    v.run(240)
+    assert v.alert("prefix_hit_drop").state is AlertState.NO_DATA
+    assert not v.times("prefix_hit_drop", AlertState.PENDING)
+    quiet = VirtualEngine("vllm", scrape_every=5.0, knobs=Knobs(rate=0.1, max_tokens=12))  # 26 lookup tokens/s
+    healthy(quiet, 780)
+    quiet.knobs.flush_cache = True
+    quiet.run(240)
+    assert quiet.alert("prefix_hit_drop").state is AlertState.NO_DATA
+    assert not quiet.times("prefix_hit_drop", AlertState.PENDING)
+
+
+def test_gpu_faults_fire_xid_heat_and_throttle_and_resolve() -> None:
+    v = VirtualEngine("vllm", scrape_every=2.0, gpus=1, knobs=Knobs(rate=1.0, max_tokens=64))
+    assert v.simgpus is not None
+    t0 = healthy(v, 60)
+    faults = v.simgpus.faults
+    faults.xid(0, 79)
+    v.run(10)
+    check_fired(v, RULES["gpu_xid"], t0 + v.scrape_every)
+    v.run(300)
+    check_resolved(v, RULES["gpu_xid"], t0 + v.scrape_every * 2)
+    t_heat = v.t
+    faults.extra_heat_c[0] = 55.0
+    v.run(240)
+    faults.extra_heat_c[0] = 0.0
+    t_cool = v.t
+    v.run(300)
+    temps = {tr.t: (g.temperature_c if g is not None else None) for tr, g in zip(v.truth, v.gpu_history, strict=True)}
+    hot = RULES["gpu_hot"]
+    check_fired(v, hot, steady(v, t_heat, lambda tr: (temps[tr.t] or 0) >= 80, hot.for_s,
+                               enter=lambda tr: (temps[tr.t] or 0) >= 85))
+    check_resolved(v, hot, steady(v, t_cool, lambda tr: (temps[tr.t] or 0) < 80, hot.clear_for))
+    t_thr = v.t
+    faults.throttle[0] = ("sw_power_cap",)
+    v.run(120)
+    faults.throttle[0] = ()
+    t_free = v.t
+    v.run(120)
+    thr = RULES["gpu_throttled"]
+    check_fired(v, thr, t_thr + v.scrape_every)
+    check_resolved(v, thr, t_free + v.scrape_every)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "tgi", "llamacpp"])
+@pytest.mark.parametrize("rate", [0.0, 0.6], ids=["idle", "moderate"])
+def test_a_healthy_simulator_fires_nothing_in_10_minutes(engine: str, rate: float) -> None:
+    """10 minutes of virtual time at idle and at moderate load (about half the simulated engine's
+    throughput at these request sizes), on one GPU: no alert even pending."""
+    v = VirtualEngine(engine, scrape_every=5.0, gpus=1, knobs=Knobs(rate=rate, max_tokens=64))
+    v.run(600)
+    assert v.t - v.truth[0].t >= 595
+    active = [tr for tr in v.transitions if tr.state in (AlertState.PENDING, AlertState.FIRING)]
+    assert active == [], active
+    if rate:
+        assert v.truth[-1].generated > 0 or engine != "vllm"
