@@ -1,0 +1,104 @@
+"""Rules files: validated with one-line errors (file, key, problem), user overrides by id; the
+state machine's hysteresis (no flapping under noise) and n/a for engines that lack the inputs."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from console.alerts.evaluate import AlertEvaluator, counts, worst
+from console.alerts.rules import load_rules, parse_rules
+from console.errors import ConfigError
+from console.model import AlertState, EngineSnapshot, FleetSnapshot, Freshness, ModelMetrics, Phase
+from console.profiles import load_profiles
+
+GOOD = {"summary": "s", "severity": "warning", "when": [{"signal": "waiting", "op": ">", "value": 5}]}
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "problem"),
+    [
+        ({**GOOD, "severity": "loud"}, "rules.r.severity", "critical"),
+        ({**GOOD, "when": [{"signal": "wating", "op": ">", "value": 5}]}, "rules.r.when.0.signal", "unknown signal"),
+        ({**GOOD, "when": [{"signal": "waiting", "op": ">", "value": 5, "clear": 9}]}, "rules.r.when.0",
+         "resolved side"),
+        ({**GOOD, "for": -1}, "rules.r.for", "greater than or equal"),
+        ({**GOOD, "colour": "red"}, "rules.r.colour", "unknown key"),
+        ({k: v for k, v in GOOD.items() if k != "summary"}, "rules.r.summary", "required key is missing"),
+        ({**GOOD, "when": [{"signal": "ttft_slo_burn_1h", "op": ">", "value": 14.4}]}, "rules.r", "slo"),
+        ({**GOOD, "when": [{"signal": "waiting", "op": ">", "value": 5, "enter_only": True}]}, "rules.r",
+         "never resolve"),
+    ],
+)
+def test_a_bad_rule_is_one_line_with_file_key_and_problem(body: dict[str, object], key: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_rules({"schema": 1, "rules": {"r": body}}, "my.toml")
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith(f"my.toml: {key}") and problem in msg, msg
+
+
+def test_user_files_change_a_shipped_rule_by_id_add_rules_and_switch_them_off(tmp_path: Path) -> None:
+    (tmp_path / "mine.toml").write_text(
+        "[rules.queue_buildup]\nfor = 600\n[rules.preempting]\nenabled = false\n"
+        '[rules.my_queue]\nsummary = "q"\nseverity = "info"\nwhen = [{ signal = "waiting", op = ">", value = 5 }]\n')
+    rules = {r.id: r for r in load_rules([tmp_path], user=False)}
+    assert rules["queue_buildup"].for_s == 600 and rules["queue_buildup"].when[0].value == 50
+    assert "preempting" not in rules and rules["my_queue"].severity == "info"
+    (tmp_path / "mine.toml").write_text("[rules.queue_buildup]\nfor = 'soon'\n")
+    with pytest.raises(ConfigError) as info:
+        load_rules([tmp_path], user=False)
+    assert str(info.value).startswith(f"{tmp_path / 'mine.toml'}: rules.queue_buildup.for")
+
+
+def _engine(t: float, profile: str = "vllm", **m: float) -> EngineSnapshot:
+    return EngineSnapshot(name="e", profile=profile, url="http://127.0.0.1:1", taken_at=t, phase=Phase.READY,
+                          reachable=True, metrics_freshness=Freshness(updated_at=t),
+                          total=ModelMetrics(model="m", **m))  # type: ignore[arg-type]
+
+
+def test_noise_around_the_threshold_fires_once_and_does_not_flap() -> None:
+    """KV usage wandering ±5% around 0.95 with a growing queue: one firing, no resolve while it stays
+    above the clear threshold (0.90), one resolve after it stays below for clear_for."""
+    rules = [r for r in load_rules(user=False) if r.id == "kv_saturated_queue_growing"]
+    ev = AlertEvaluator(rules, load_profiles())
+    rng = random.Random(1)
+    states: list[tuple[float, AlertState]] = []
+    entered = None
+    for i in range(400):
+        t = 1000.0 + i
+        kv = 0.95 * (1 + rng.uniform(-0.05, 0.05)) if i < 300 else 0.80 * (1 + rng.uniform(-0.05, 0.05))
+        if entered is None and i >= 30 and kv >= 0.95:  # 30 s of history show the queue growing
+            entered = t
+        a = ev.evaluate(FleetSnapshot(taken_at=t, engines=(_engine(t, kv_usage=min(kv, 1.0), waiting=float(i)),)))[0]
+        if not states or states[-1][1] is not a.state:
+            states.append((t, a.state))
+    seq = [s for _, s in states]
+    assert seq.count(AlertState.FIRING) == 1 and seq.count(AlertState.RESOLVED) == 1, states
+    fired = next(t for t, s in states if s is AlertState.FIRING)
+    resolved = next(t for t, s in states if s is AlertState.RESOLVED)
+    assert entered is not None and entered + rules[0].for_s <= fired <= entered + rules[0].for_s + 2
+    assert 1300 + rules[0].clear_for <= resolved <= 1300 + rules[0].clear_for + 2
+
+
+def test_an_engine_without_the_inputs_gets_na_never_ok() -> None:
+    ev = AlertEvaluator(load_rules(user=False), load_profiles())
+    alerts = {a.rule: a for a in ev.evaluate(FleetSnapshot(taken_at=1.0, engines=(
+        _engine(1.0, profile="llamacpp", running=1, waiting=0),)))}
+    # llama.cpp has no KV-usage, preemption or TTFT metrics, and this engine holds no GPU.
+    for rid in ("kv_saturated_queue_growing", "preempting", "ttft_slo_burn_fast", "error_rate_high", "gpu_hot"):
+        assert alerts[rid].state is AlertState.NA, rid
+    assert alerts["queue_buildup"].state is AlertState.OK
+    unknown = ev.evaluate(FleetSnapshot(taken_at=2.0, engines=(_engine(2.0, profile="nosuch"),)))
+    assert all(a.state is AlertState.NA for a in unknown if a.rule != "unreachable")
+
+
+def test_badge_counts_and_row_tint_take_firing_alerts_only() -> None:
+    ev = AlertEvaluator([r for r in load_rules(user=False) if r.id in ("queue_buildup", "decode_stall")],
+                        load_profiles())
+    for i in range(400):
+        t = float(i)
+        alerts = ev.evaluate(FleetSnapshot(taken_at=t, engines=(_engine(t, waiting=80.0, running=0.0),)))
+    assert counts(alerts) == {"critical": 0, "warning": 1, "info": 0}
+    assert worst(alerts, "e") == "warning" and worst(alerts, "other") is None
