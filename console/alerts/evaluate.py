@@ -143,3 +143,14 @@ def worst(alerts: Sequence[Alert], engine: str) -> str | None:
         if s in sev:
             return s
     return None
+
+
+def evaluator_for(instances: Sequence[object], extra_dirs: Sequence[object] = ()) -> AlertEvaluator:
+    """The evaluator for these engine instances (``EngineInstance``: its ``profile``), with the
+    shipped rules and the user's; a broken rules file raises a one-line ``ConfigError``."""
+    from pathlib import Path
+
+    from console.alerts.rules import load_rules
+
+    profiles = {p.name: p for p in (getattr(i, "profile", None) for i in instances) if p is not None}
+    return AlertEvaluator(load_rules([Path(str(d)) for d in extra_dirs]), profiles)

@@ -24,6 +24,7 @@ import httpx
 from console.config import EngineInstance
 from console.listeners import add_listener
 from console.model import (
+    Alert,
     EngineSnapshot,
     FleetSnapshot,
     Freshness,
@@ -58,12 +59,15 @@ class Hub:
         simulated_gpu_count: int = 8,
         pids_of: Callable[[str], tuple[int, ...]] | None = None,
         lifecycle_phase: Callable[[str], LifecycleView | tuple[Phase, str] | None] | None = None,
+        alerts: Callable[[FleetSnapshot], tuple[Alert, ...]] | None = None,
     ) -> None:
         """``pids_of(name)``: the current process ids of an engine the lifecycle layer runs (they
         change on restart); without it an instance's own ``pids`` are used.
         ``lifecycle_phase(name)``: what the lifecycle layer knows of a managed engine (phase and a
         one-line detail); it wins over HTTP probing while the engine is starting, loading, stopping
-        or has exited, where a refused connection alone cannot tell those apart."""
+        or has exited, where a refused connection alone cannot tell those apart.
+        ``alerts(snapshot)``: the alert states for a snapshot about to be published (an
+        ``AlertEvaluator`` from console.alerts); evaluated here, off the UI's loop."""
         self.history = History(capacity=history_capacity)
         self._instances = list(instances)
         self._refresh = refresh
@@ -74,6 +78,7 @@ class Hub:
         self._pids_of = pids_of
         self._lifecycle_phase = lifecycle_phase
         self._lifecycle_seen: dict[str, Phase] = {}
+        self._alerts = alerts
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -402,6 +407,12 @@ class Hub:
         engines = self._with_gpus_and_process_stats(engines)
         with self._lock:
             snap = FleetSnapshot(taken_at=now, engines=engines, gpus=self._gpus, host=self._host)
+        if self._alerts is not None:
+            try:
+                snap = replace(snap, alerts=self._alerts(snap))
+            except Exception:  # a failing rule must not stop publishing
+                log.exception("alert evaluation failed")
+        with self._lock:
             self._latest = snap
             listeners = list(self._listeners)
         self._record(snap)
