@@ -107,6 +107,10 @@ class VirtualEngine:
         self.transitions: list[Transition] = []
         self._states: dict[str, AlertState] = {}
         self.truth: list[Truth] = []
+        self.nominal = T0  # scrape times: exact multiples of scrape_every (a step may end a little later)
+        # Raw samples of these families at each scrape ((name, labels) -> value), for promtool tests.
+        self.record: tuple[str, ...] = ()
+        self.raw: list[dict[tuple[str, tuple[tuple[str, str], ...]], float]] = []
         self.simgpus = SimulatedGpus(self.gpus, {self.engine: tuple(range(self.gpus))}) if self.gpus else None
         self.pids: tuple[int, ...] = (4242,)
         self.gpu_history: list[GpuSnapshot | None] = []  # GPU 0 at each scrape
@@ -144,9 +148,11 @@ class VirtualEngine:
     # -- the console's view ----------------------------------------------------------------------
 
     def scrape(self) -> EngineSnapshot:
-        now = self.t
+        now = self.nominal
         prev = self.snap
         if self.knobs.scrape_fails:
+            if self.record:
+                self.raw.append({})
             self.snap = EngineSnapshot(
                 name=prev.name, profile=prev.profile, url=prev.url, taken_at=now, phase=Phase.UNREACHABLE,
                 reachable=False, health_detail="connection timed out", total=prev.total, models=prev.models,
@@ -158,7 +164,10 @@ class VirtualEngine:
             text = body if isinstance(body, bytes) else b""
         else:
             text = generate_latest(self.fl.metrics_registry())
-        self.state.ingest(now, normalize(self.profile, text, full=False))
+        reading = normalize(self.profile, text, full=bool(self.record))
+        if self.record:
+            self.raw.append({(r.name, r.labels): r.value for r in reading.raw if r.name.startswith(self.record)})
+        self.state.ingest(now, reading)
         models, total = self.state.metrics()
         self.snap = EngineSnapshot(name=prev.name, profile=prev.profile, url=prev.url, taken_at=now,
                                    phase=Phase.READY, reachable=True, metrics_freshness=Freshness(updated_at=now),
@@ -168,32 +177,34 @@ class VirtualEngine:
 
     def tick(self) -> tuple[Alert, ...]:
         """Advance one scrape period, scrape, evaluate; record state changes."""
-        self.advance(self.t + self.scrape_every)
+        self.nominal += self.scrape_every
+        self.advance(self.nominal)
         e = self.scrape()
         sched, c = self.fl.scheduler, self.fl.c
-        self.truth.append(Truth(self.t, sched.kv_usage, len(sched.waiting), len(sched.running), c.preemptions,
+        self.truth.append(Truth(self.nominal, sched.kv_usage, len(sched.waiting), len(sched.running), c.preemptions,
                                 c.aborted, c.finished + c.aborted, c.gen_live, not self.knobs.scrape_fails,
                                 c.prefix_hits, c.prefix_queries))
-        fleet = FleetSnapshot(taken_at=self.t, engines=(e,))
+        now = self.nominal
+        fleet = FleetSnapshot(taken_at=now, engines=(e,))
         if self.simgpus is not None:
-            fleet = FleetSnapshot(taken_at=self.t, engines=(e,), gpus=self.simgpus.step(self.t, (e,)))
+            fleet = FleetSnapshot(taken_at=now, engines=(e,), gpus=self.simgpus.step(now, (e,)))
         self.fleet = fleet
         self.gpu_history.append(fleet.gpus.gpus[0] if fleet.gpus.gpus else None)
         self.alerts = self.evaluator.evaluate(fleet)
         for a in self.alerts:
             if self._states.get(a.rule) is not a.state:
                 self._states[a.rule] = a.state
-                self.transitions.append(Transition(self.t, a.rule, a.state))
+                self.transitions.append(Transition(now, a.rule, a.state))
         return self.alerts
 
     def run(self, seconds: float, until: Callable[[VirtualEngine], bool] | None = None) -> float:
         """Tick for ``seconds`` (or until ``until`` holds); returns the virtual time reached."""
-        end = self.t + seconds
-        while self.t < end - 1e-9:
+        end = self.nominal + seconds
+        while self.nominal < end - 1e-9:
             self.tick()
             if until is not None and until(self):
                 break
-        return self.t
+        return self.nominal
 
     def alert(self, rule: str) -> Alert:
         return next(a for a in self.alerts if a.rule == rule)

@@ -47,7 +47,7 @@ def check_resolved(v: VirtualEngine, rule: Rule, t_clear: float) -> float:
 def healthy(v: VirtualEngine, seconds: float = 120.0) -> float:
     v.run(seconds)
     assert v.firing() == [], v.firing()
-    return v.t
+    return v.nominal
 
 
 def steady(v: VirtualEngine, after: float, cond: Callable[[Truth], bool], hold: float,
@@ -90,7 +90,7 @@ def kv_fill() -> tuple[VirtualEngine, float, float]:
     v.knobs.rate, v.knobs.max_tokens = 1.5, 256
     v.run(360)
     v.knobs.rate, v.knobs.max_tokens = 0.1, 32
-    t1 = v.t
+    t1 = v.nominal
     v.run(660)
     return v, t0, t1
 
@@ -129,7 +129,7 @@ def test_queue_ramp_fires_queue_buildup_not_kv() -> None:
     v.knobs.rate = 1.2
     v.run(420)
     v.knobs.rate = 0.1
-    t1 = v.t
+    t1 = v.nominal
     v.run(480)
     rule = RULES["queue_buildup"]
     check_fired(v, rule, steady(v, t0, lambda tr: tr.waiting > 40, rule.for_s, enter=lambda tr: tr.waiting > 50))
@@ -176,7 +176,7 @@ def test_decode_freeze_fires_decode_stall_and_resolves(engine: str) -> None:
     healthy(v, 60)
     v.run(60, until=lambda v: v.truth[-1].running > 0)
     v.knobs.freeze = True
-    t_freeze = v.t
+    t_freeze = v.nominal
     v.run(60)
     fired = v.times(rule.id, AlertState.FIRING)
     if engine == "sglang":
@@ -187,7 +187,7 @@ def test_decode_freeze_fires_decode_stall_and_resolves(engine: str) -> None:
         threshold = rule.when[0].value
     assert threshold is not None
     v.knobs.freeze = False
-    t_thaw = v.t
+    t_thaw = v.nominal
     v.run(40)
     # Frozen from t_freeze: the counter last moved at the scrape before, so it is "stalled" for the
     # threshold from there at the latest.
@@ -217,7 +217,7 @@ def test_error_burst_fires_error_rate_and_resolves() -> None:
     v.knobs.error_fraction = 0.3
     v.run(200)
     v.knobs.error_fraction = 0.0
-    t1 = v.t
+    t1 = v.nominal
     v.run(200)
 
     def ratio(tr: Truth) -> float:
@@ -251,10 +251,10 @@ def cache_flush() -> tuple[VirtualEngine, float, float]:
     v = VirtualEngine("vllm", scrape_every=5.0, knobs=Knobs(rate=0.4, max_tokens=12))
     healthy(v, 780)
     v.knobs.flush_cache = True
-    t0 = v.t
+    t0 = v.nominal
     v.run(300)
     v.knobs.flush_cache = False
-    t1 = v.t
+    t1 = v.nominal
     v.run(300)
     return v, t0, t1
 
@@ -295,22 +295,22 @@ def test_gpu_faults_fire_xid_heat_and_throttle_and_resolve() -> None:
     check_fired(v, RULES["gpu_xid"], t0 + v.scrape_every)
     v.run(300)
     check_resolved(v, RULES["gpu_xid"], t0 + v.scrape_every * 2)
-    t_heat = v.t
+    t_heat = v.nominal
     faults.extra_heat_c[0] = 55.0
     v.run(240)
     faults.extra_heat_c[0] = 0.0
-    t_cool = v.t
+    t_cool = v.nominal
     v.run(300)
     temps = {tr.t: (g.temperature_c if g is not None else None) for tr, g in zip(v.truth, v.gpu_history, strict=True)}
     hot = RULES["gpu_hot"]
     check_fired(v, hot, steady(v, t_heat, lambda tr: (temps[tr.t] or 0) >= 80, hot.for_s,
                                enter=lambda tr: (temps[tr.t] or 0) >= 85))
     check_resolved(v, hot, steady(v, t_cool, lambda tr: (temps[tr.t] or 0) < 80, hot.clear_for))
-    t_thr = v.t
+    t_thr = v.nominal
     faults.throttle[0] = ("sw_power_cap",)
     v.run(120)
     faults.throttle[0] = ()
-    t_free = v.t
+    t_free = v.nominal
     v.run(120)
     thr = RULES["gpu_throttled"]
     check_fired(v, thr, t_thr + v.scrape_every)
@@ -324,7 +324,7 @@ def test_a_healthy_simulator_fires_nothing_in_10_minutes(engine: str, rate: floa
     throughput at these request sizes), on one GPU: no alert even pending."""
     v = VirtualEngine(engine, scrape_every=5.0, gpus=1, knobs=Knobs(rate=rate, max_tokens=64))
     v.run(600)
-    assert v.t - v.truth[0].t >= 595
+    assert v.nominal - v.truth[0].t >= 595
     active = [tr for tr in v.transitions if tr.state in (AlertState.PENDING, AlertState.FIRING)]
     assert active == [], active
     if rate:
