@@ -125,6 +125,8 @@ class ConsoleSettings(_Strict):
     # Managed engines when the terminal is lost or the console is told to end (SIGHUP/SIGTERM/SIGINT):
     # keep them running (containers; process engines always end with the console) or stop them.
     on_terminal_loss: Literal["keep", "stop"] = "keep"
+    # Ring the terminal bell (BEL) when an alert starts firing (the toast comes either way).
+    alert_bell: bool = False
 
 
 class ConfigFile(_Strict):

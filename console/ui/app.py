@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from textual import on
 from textual.app import App, ScreenStackError
@@ -97,6 +97,7 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         self.lifecycle = lifecycle
         self.clock = clock
         self.fleet: FleetSnapshot | None = None
+        self._alert_states: dict[tuple[str, str], object] = {}
         # Something the data depends on (the demo's simulator fleet): returns why it is gone, or None.
         self.check_backing = check_backing
         self.backing_problem = ""
@@ -200,6 +201,7 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
     @on(FleetUpdated)
     def _on_fleet(self, message: FleetUpdated) -> None:
         self.fleet = message.snapshot
+        self._toast_alert_changes(message.snapshot)
         try:
             screen = self._shown_deck_screen()
         except ScreenStackError:  # the app is closing and its screens are gone
@@ -212,6 +214,30 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         if self._first_frame_file and any(e.total is not None and e.reachable for e in message.snapshot.engines):
             path, self._first_frame_file = self._first_frame_file, ""
             self.call_after_refresh(_write_first_frame, path)
+
+    def _toast_alert_changes(self, snap: FleetSnapshot) -> None:
+        """A toast when an alert starts firing or resolves (never for the same state twice), and
+        the terminal bell on firing when ``[console] alert_bell`` is on."""
+        from console.model import AlertState
+
+        seen = self._alert_states
+        fired = False
+        for a in snap.alerts:
+            key = (a.rule, a.engine)
+            before = seen.get(key)
+            seen[key] = a.state
+            if before is a.state or a.state not in (AlertState.FIRING, AlertState.RESOLVED):
+                continue
+            if a.state is AlertState.RESOLVED and before is None:
+                continue
+            firing = a.state is AlertState.FIRING
+            fired = fired or firing
+            level: Literal["information", "warning", "error"] = (
+                ("error" if a.severity == "critical" else "warning") if firing else "information")
+            self.notify(f"{a.engine}: {a.summary} ({a.severity}, {a.state.value}); a: alerts", severity=level,
+                        timeout=10 if firing else 5)
+        if fired and self.options.alert_bell:
+            self.bell()
 
     def _shown_deck_screen(self) -> DeckScreen | None:
         """The screen whose numbers are on view: the top one, or the one under a pop-up (a confirm
@@ -372,7 +398,16 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         metric, engine = s.explain_target()
         snap = self.fleet.engine(engine) if (self.fleet and engine) else None
         profile = self.profiles.get(snap.profile) if snap else None
-        await self.push_screen(ExplainScreen(metric, profile, engine or "", simulated=self.options.simulated))
+        text = None
+        if metric.startswith("alert:"):
+            from console.ui.explain_alert import explain_alert
+
+            rule = metric.removeprefix("alert:")
+            alert = next((a for a in (self.fleet.alerts if self.fleet else ()) if a.rule == rule
+                          and a.engine == engine), None)
+            text = explain_alert(rule, alert, profile)
+        await self.push_screen(ExplainScreen(metric, profile, engine or "", simulated=self.options.simulated,
+                                             text=text))
 
     async def open_help(self) -> None:
         from console.ui.screens.modals import HelpScreen

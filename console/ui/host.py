@@ -29,6 +29,7 @@ class UiOptions:
     mouse: bool = True
     simulated: bool = False
     title: str = ""
+    alert_bell: bool = False  # ring the terminal bell when an alert starts firing
     # Shown on the no-configuration screen (None = engines are configured).
     setup_config_path: str | None = None
 

@@ -105,10 +105,12 @@ def run_console(
     ``on_terminal_loss``: what to do with the engines when the terminal is lost (the demo stops
     its simulators); by default ``settings.on_terminal_loss`` applied to ``lifecycle``'s engines.
     ``keys``: the user's ``[keys]`` (``config.keys`` when not given)."""
+    from console.alerts.evaluate import evaluator_for
     from console.telemetry.hub import Hub
     from console.ui.app import DeckApp, UiOptions
     from console.ui.terminal_guard import TerminalGuard
 
+    alerts = evaluator_for(instances)  # a broken rules file: one line, before anything starts
     install_exit_signals()
     # Engine control also serves logs, so it exists in read-only mode too (its actions are refused there).
     if lifecycle is None and config is not None:
@@ -122,13 +124,13 @@ def run_console(
     try:
         hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
                   gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
-                  lifecycle_phase=lifecycle.phase_of if lifecycle else None)
+                  lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts)
         hub.start()
         try:
             app = DeckApp(
                 hub,
                 options=UiOptions(read_only=settings.read_only, layout=settings.layout, mouse=settings.mouse,
-                                  simulated=simulated, title=title),
+                                  simulated=simulated, title=title, alert_bell=settings.alert_bell),
                 profiles={i.profile.name: i.profile for i in instances},
                 instances={i.name: i for i in instances},
                 lifecycle=lifecycle,

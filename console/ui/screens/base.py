@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.screen import Screen
 from textual.widget import Widget
 
-from console.model import FleetSnapshot
+from console.model import AlertState, FleetSnapshot
 from console.target import EngineTarget
 from console.ui import format as fmt
 from console.ui.host import DeckHost, host_of
@@ -45,6 +45,17 @@ class TopBar(Line):
             t.append(f"  {fmt.plural(len(fleet.engines), 'engine')}")
             if sick:
                 t.append(f" {fmt.plural(sick, 'needs', 'need')} attention", style=fmt.CRIT)
+        if fleet is not None and fleet.alerts:
+            firing = {sev: 0 for sev in ("critical", "warning", "info")}
+            for a in fleet.alerts:
+                if a.state is AlertState.FIRING:
+                    firing[a.severity] = firing.get(a.severity, 0) + 1
+            if any(firing.values()):
+                t.append("  ▲", style=fmt.CRIT if firing["critical"] else fmt.WARN)
+                for sev, style in (("critical", fmt.CRIT), ("warning", fmt.WARN), ("info", "cyan")):
+                    if firing.get(sev):
+                        t.append(f" {firing[sev]} {sev}", style=style)
+                t.append(" (a)", style="dim")
         if app.backing_problem:
             t.append(f"  {app.backing_problem.split(':')[0]}", style=fmt.CRIT)  # the notice has the rest
         if fleet is not None:

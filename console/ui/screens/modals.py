@@ -87,8 +87,10 @@ class ExplainScreen(_Popup):
     BINDINGS: ClassVar = [Binding("escape,q,e", "dismiss", "Close", show=False)]
     closed_by = "explain"
 
-    def __init__(self, metric: str, profile: EngineProfile | None, engine: str, *, simulated: bool) -> None:
+    def __init__(self, metric: str, profile: EngineProfile | None, engine: str, *, simulated: bool,
+                 text: Text | None = None) -> None:
         super().__init__()
+        self.text = text  # given: shown as it is (an alert's explanation)
         self.metric = metric
         self.profile = profile
         self.engine = engine
@@ -96,8 +98,9 @@ class ExplainScreen(_Popup):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="explain-box", classes="popup"):
-            yield Static(explain_key(self.metric, self.profile, engine_name=self.engine, simulated=self.simulated),
-                         id="explain-text")
+            body = self.text if self.text is not None else explain_key(
+                self.metric, self.profile, engine_name=self.engine, simulated=self.simulated)
+            yield Static(body, id="explain-text")
             yield Static(Text("esc to close", style="dim"))
 
 
