@@ -54,7 +54,7 @@ async def test_badge_tint_screen_and_explain(make_app: AppFactory) -> None:
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         # Firing first (critical before warning), then pending; n/a is not a row.
         assert [r[3] for r in rows] == ["kv_saturated_queue_growing", "queue_buildup", "preempting"]
-        assert rows[0][:3] == ["critical", "firing", "vllm-a"] and rows[0][5] == "0.97"
+        assert rows[0][:3] == ["crit", "firing", "vllm-a"] and rows[0][5] == "0.97"
         assert rows[0][4] == "95 s"  # since
         detail = str(app.screen.query_one("#alert-detail").content)  # type: ignore[attr-defined]
         assert "lower --max-num-seqs" in detail

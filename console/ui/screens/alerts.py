@@ -23,8 +23,10 @@ from console.ui.widgets.line import Line
 
 SHOWN = (AlertState.FIRING, AlertState.PENDING, AlertState.RESOLVED)
 SEVERITIES = ("critical", "warning", "info")
-COLUMNS = (("sev", "sev", 8), ("state", "state", 8), ("engine", "engine", 18), ("rule", "rule", 26),
-           ("since", "since", 8), ("value", "now", 9), ("condition", "condition", 40))
+# Fits 80 columns up to "now"; the condition follows where there is room.
+COLUMNS = (("sev", "sev", 4), ("state", "state", 8), ("engine", "engine", 12), ("rule", "rule", 26),
+           ("since", "since", 6), ("value", "now", 8), ("condition", "condition", 60))
+SEV_SHORT = {"critical": "crit", "warning": "warn", "info": "info"}
 SEV_STYLE = {"critical": fmt.CRIT, "warning": fmt.WARN, "info": "cyan"}
 
 
@@ -42,7 +44,7 @@ def summary_line(alerts: tuple[Alert, ...]) -> Text:
         return Text("no alert rules evaluated yet", style="dim")
     t.append(f"{by_state[AlertState.FIRING]} firing", style=fmt.CRIT if by_state[AlertState.FIRING] else "green")
     t.append(f" · {by_state[AlertState.PENDING]} pending · {by_state[AlertState.RESOLVED]} resolved")
-    t.append(f" · {by_state[AlertState.OK]} ok · {by_state[AlertState.NA]} n/a (engine lacks the inputs)"
+    t.append(f" · {by_state[AlertState.OK]} ok · {by_state[AlertState.NA]} n/a"
              f" · {by_state[AlertState.NO_DATA]} no data", style="dim")
     return t
 
@@ -81,12 +83,13 @@ class AlertsScreen(DeckScreen):
         self._show_detail()
 
     def _cells(self, a: Alert, now: float) -> list[Text]:
-        sev = Text(a.severity, style=SEV_STYLE.get(a.severity, ""))
+        sev = Text(SEV_SHORT.get(a.severity, a.severity), style=SEV_STYLE.get(a.severity, ""))
         state = Text(a.state.value, style="bold" if a.state is AlertState.FIRING else "dim"
                      if a.state is AlertState.RESOLVED else "")
         since = Text(fmt.ago(now, a.since) if a.since else "-")
         value = fmt.na() if a.value is None else Text(f"{a.value:.3g}")
-        return [sev, state, Text(a.engine), Text(a.rule), since, value, Text(a.condition)]
+        engine = a.engine.replace("http://", "").replace("https://", "")
+        return [sev, state, Text(engine), Text(a.rule), since, value, Text(a.condition)]
 
     def _selected_key(self) -> str | None:
         a = self.selected_alert()

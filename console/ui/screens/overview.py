@@ -416,6 +416,13 @@ class OverviewScreen(DeckScreen):
                     table.update_cell(name, c.key, t)
 
     def _attention(self, fleet: FleetSnapshot, now: float) -> Text:
+        t = self._health_attention(fleet, now)
+        firing = sum(1 for a in fleet.alerts if a.state is AlertState.FIRING)
+        if firing:
+            t = Text.assemble((f"▲ {fmt.plural(firing, 'alert')} firing (a: alerts)", fmt.WARN), "\n", t)
+        return t
+
+    def _health_attention(self, fleet: FleetSnapshot, now: float) -> Text:
         if not fleet.engines:
             return Text("no engines yet: waiting for the first collection", style="dim")
         sick = [e for e in fleet.engines if fmt.is_sick(e)]
