@@ -44,6 +44,7 @@ class AlertEvaluator:
         self.profiles = profiles
         self._mem: dict[str, EngineMemory] = {}
         self._tracks: dict[tuple[str, str], _Track] = {}
+        self._texts: dict[tuple[str, bool], str] = {}
 
     def __call__(self, snap: FleetSnapshot) -> tuple[Alert, ...]:
         return self.evaluate(snap)
@@ -57,7 +58,7 @@ class AlertEvaluator:
             mem = self._mem.get(e.name)
             if mem is None:
                 mem = self._mem[e.name] = EngineMemory()
-            mem.observe(replace(e, taken_at=now) if e.taken_at != now else e, snap)
+            mem.observe(e, snap, now)
             profile = self.profiles.get(e.profile)
             out.extend(self._rule(rule, e, mem, profile, now) for rule in self.rules)
         for gone in set(self._mem) - names:
@@ -69,11 +70,18 @@ class AlertEvaluator:
     def with_alerts(self, snap: FleetSnapshot) -> FleetSnapshot:
         return replace(snap, alerts=self.evaluate(snap))
 
+    def _text(self, rule: Rule, at_finish: bool) -> str:
+        key = (rule.id, at_finish)
+        text = self._texts.get(key)
+        if text is None:
+            text = self._texts[key] = " and ".join(
+                c.text(at_finish and SIGNALS[c.signal].at_finish_sensitive) for c in rule.when)
+        return text
+
     def _rule(self, rule: Rule, e: EngineSnapshot, mem: EngineMemory, profile: EngineProfile | None,
               now: float) -> Alert:
         base = Alert(rule=rule.id, engine=e.name, severity=rule.severity.value, state=AlertState.NA,
-                     summary=rule.summary, runbook=rule.runbook,
-                     condition=" and ".join(c.text() for c in rule.when))
+                     summary=rule.summary, runbook=rule.runbook, condition=self._text(rule, False))
         signals = [SIGNALS[c.signal] for c in rule.when]
         if not all(s.available(profile) for s in signals):
             return base
@@ -97,10 +105,10 @@ class AlertEvaluator:
         if state is AlertState.OK and values[0] is None:
             state = AlertState.NO_DATA
         note = mem.ttft_snap_note if slo is not None else ""
-        pairs = zip(rule.when, signals, strict=True)
-        cond = " and ".join(c.text(at_finish and s.at_finish_sensitive) for c, s in pairs)
-        return replace(base, state=state, since=tr.since, value=values[0], condition=cond, note=note,
-                       values=tuple((c.signal, v) for c, v in zip(rule.when, values, strict=True)))
+        return Alert(rule=rule.id, engine=e.name, severity=base.severity, state=state, summary=rule.summary,
+                     since=tr.since, value=values[0], condition=self._text(rule, at_finish), note=note,
+                     values=tuple((c.signal, v) for c, v in zip(rule.when, values, strict=True)),
+                     runbook=rule.runbook)
 
     @staticmethod
     def _step(tr: _Track, rule: Rule, now: float, enter: bool, stay: bool, unknown: bool) -> None:

@@ -106,13 +106,13 @@ class EngineMemory:
         self.new_xids = 0
         self.ttft_snap_note = ""
 
-    def observe(self, e: EngineSnapshot, fleet: FleetSnapshot) -> None:
-        now = e.taken_at if e.taken_at else fleet.taken_at
+    def observe(self, e: EngineSnapshot, fleet: FleetSnapshot, now: float) -> None:
+        """Take one engine's snapshot at ``now`` (the fleet's time: a stalled collector's engine
+        keeps its old ``taken_at``, and time must still pass for it)."""
         self.now, self.e = now, e
         self.live = e.live
         self.m = e.total if e.live else None
-        mine = set(e.gpus)
-        self.gpus = tuple(g for g in fleet.gpus.gpus if g.index in mine)
+        self.gpus = tuple(g for g in fleet.gpus.gpus if g.index in e.gpus) if e.gpus else ()
         self._observe_xids()
         if not self.live:
             self._live_since = None
