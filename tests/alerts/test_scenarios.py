@@ -329,3 +329,53 @@ def test_a_healthy_simulator_fires_nothing_in_10_minutes(engine: str, rate: floa
     assert active == [], active
     if rate:
         assert v.truth[-1].generated > 0 or engine != "vllm"
+
+
+def error_ratio_truth(v: VirtualEngine) -> Callable[[Truth], float]:
+    def ratio(tr: Truth) -> float:
+        base = next((b for b in reversed(v.truth) if b.t <= tr.t - 60), v.truth[0])
+        n = tr.finished - base.finished
+        return (tr.errors - base.errors) / n if n else 0.0
+
+    return ratio
+
+
+def test_a_steady_trickle_of_errors_fires_error_rate_elevated_and_resolves() -> None:
+    """4% of requests aborted for 13 minutes: above 1% for the rule's 10 minutes."""
+    rule = RULES["error_rate_elevated"]
+    v = VirtualEngine("vllm", scrape_every=5.0, knobs=Knobs(rate=2.0, max_tokens=16))
+    t0 = healthy(v, 60)
+    v.knobs.error_fraction = 0.04
+    v.run(780)
+    v.knobs.error_fraction = 0.0
+    t1 = v.nominal
+    v.run(240)
+    ratio = error_ratio_truth(v)
+    check_fired(v, rule, steady(v, t0, lambda tr: ratio(tr) > 0.005, rule.for_s, enter=lambda tr: ratio(tr) > 0.01))
+    check_resolved(v, rule, steady(v, t1, lambda tr: ratio(tr) <= 0.005, rule.clear_for))
+
+
+def test_a_queue_after_half_an_hour_burns_the_ttft_slo_slowly_and_it_resolves() -> None:
+    """30 calm minutes (the 6 h window needs a twelfth of itself), then 5 minutes of queueing: most
+    first tokens miss 2.5 s, 6x the budget over both windows; it resolves once the 30 min window calms."""
+    rule = RULES["ttft_slo_burn_slow"]
+    assert rule.slo is not None
+    v = VirtualEngine("vllm", max_running=2, scrape_every=10.0, knobs=Knobs(rate=0.2, max_tokens=64))
+    healthy(v, 1800)
+    v.knobs.rate = 1.2
+    v.run(300)
+    v.knobs.rate = 0.1
+    t1 = v.nominal
+    v.run(2400)
+    fired = v.times(rule.id, AlertState.FIRING)
+    resolved = v.times(rule.id, AlertState.RESOLVED)
+    assert len(fired) == 1 and len(resolved) == 1, v.transitions
+    long = dict(ttft_burn_truth(v, 21600, rule.slo.ttft_s, rule.slo.objective))
+    short = dict(ttft_burn_truth(v, 1800, rule.slo.ttft_s, rule.slo.objective))
+    assert long[fired[0]] > 6 and short[fired[0]] > 6
+    # Fired at the first scrape where the simulator's own TTFTs burn 6x over both windows (one
+    # scrape of slack: the histogram counts a request at its first token, the record at its end).
+    first_burn = next(t for t in sorted(long) if long[t] > 6 and short[t] > 6)
+    assert first_burn - v.scrape_every <= fired[0] <= first_burn + 2 * v.scrape_every
+    calm = steady(v, t1, lambda tr: short[tr.t] <= 6 or long[tr.t] <= 6, rule.clear_for)
+    assert calm + rule.clear_for - v.scrape_every <= resolved[0] <= calm + rule.clear_for + 2 * v.scrape_every
