@@ -379,3 +379,27 @@ def test_a_queue_after_half_an_hour_burns_the_ttft_slo_slowly_and_it_resolves() 
     assert first_burn - v.scrape_every <= fired[0] <= first_burn + 2 * v.scrape_every
     calm = steady(v, t1, lambda tr: short[tr.t] <= 6 or long[tr.t] <= 6, rule.clear_for)
     assert calm + rule.clear_for - v.scrape_every <= resolved[0] <= calm + rule.clear_for + 2 * v.scrape_every
+
+
+# Which scenario above exercises each shipped rule (a new rule without one fails the test below).
+SCENARIO_OF = {
+    "kv_saturated_queue_growing": "test_kv_fill_fires_kv_saturated_then_resolves",
+    "preempting": "test_preemption_burst_fires_and_resolves",
+    "preemption_storm": "test_preemption_burst_fires_and_resolves",
+    "queue_buildup": "test_queue_ramp_fires_queue_buildup_not_kv",
+    "prefix_hit_drop": "test_cache_flush_fires_prefix_hit_drop_and_resolves",
+    "decode_stall": "test_decode_freeze_fires_decode_stall_and_resolves",
+    "ttft_slo_burn_fast": "test_kv_fill_burns_the_ttft_slo_fast_and_it_resolves",
+    "ttft_slo_burn_slow": "test_a_queue_after_half_an_hour_burns_the_ttft_slo_slowly_and_it_resolves",
+    "unreachable": "test_scrape_loss_fires_unreachable_and_resolves",
+    "error_rate_high": "test_error_burst_fires_error_rate_and_resolves",
+    "error_rate_elevated": "test_a_steady_trickle_of_errors_fires_error_rate_elevated_and_resolves",
+    "gpu_xid": "test_gpu_faults_fire_xid_heat_and_throttle_and_resolve",
+    "gpu_hot": "test_gpu_faults_fire_xid_heat_and_throttle_and_resolve",
+    "gpu_throttled": "test_gpu_faults_fire_xid_heat_and_throttle_and_resolve",
+}
+
+
+def test_every_shipped_rule_has_a_scenario() -> None:
+    assert set(SCENARIO_OF) == set(RULES)
+    assert all(callable(globals().get(name)) for name in SCENARIO_OF.values())
