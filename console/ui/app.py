@@ -38,6 +38,7 @@ from console.ui.messages import FleetUpdated, LifecycleDone
 from console.ui.palette import ActionsProvider
 from console.ui.screens import ScreenSpec, screen_specs
 from console.ui.screens.base import DeckScreen
+from console.ui.widgets.footer import DeckFooter
 
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # Keys checked before the focused widget: quit must work from a text box and from every pop-up (a
@@ -304,6 +305,8 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         for screen in self.screen_stack:
             if isinstance(screen, DeckScreen):
                 screen.layout_changed(name)
+                for footer in screen.query(DeckFooter):
+                    footer.refresh()
 
     # -- navigation ----------------------------------------------------------------------------
 
