@@ -7,10 +7,8 @@ read, plus errors". ``parse`` never raises on any ``bytes`` or ``str`` input.
 
 Speed: one ``split("\\n")``; the usual sample line is read by one regex match, others by a loop of
 ``str.find``. Label sets are parsed once per distinct label text and cached (successive scrapes
-repeat them). When a payload brings label sets never seen before (an engine's first scrape, or
-thousands of new series), ``promlabels.prefill`` first reads all of them at once, a few C-level
-passes per shape (the series of a family share one), so that the loop finds them cached.
-With ``wanted``, a line that starts with none of the wanted names is skipped
+repeat them); a label set never seen before costs a split and a lookup of its shape (the series of
+a family share one). With ``wanted``, a line that starts with none of the wanted names is skipped
 by one ``startswith``. A label set over 64 KiB makes its line malformed (reported, skipped);
 ``parse_labels`` itself is linear in any length.
 
@@ -32,13 +30,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import NamedTuple
 
-from console.telemetry import promlabels
-from console.telemetry.promlabels import Labels, cached, new_labels, parse_labels, prefill, unescape
 from console.telemetry.wanted import CHILD_SUFFIXES, expand_wanted
 
 __all__ = ["KINDS", "Family", "Labels", "ParseResult", "Sample", "clear_caches", "parse", "parse_labels"]
+
+Labels = tuple[tuple[str, str], ...]
 
 # Family kinds as written on ``# TYPE`` lines (OpenMetrics adds the last four; "unknown" = untyped).
 KINDS = frozenset({"counter", "gauge", "histogram", "summary", "untyped", "gaugehistogram", "info", "stateset"})
@@ -52,6 +51,38 @@ _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # braces (or no value: an excerpt's bare name). For such a line the general path below reads the
 # same name, label text and value token; other lines take that path.
 _PLAIN_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*+)(?:\{([^#]*)\})?(?: ([^\s#{}]++))?").fullmatch
+# The value is written as an unrolled loop (runs of plain characters between escapes): one step
+# per run instead of one alternation per character.
+_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*(?:\\.[^"\\]*)*)"\s*(,|$)', re.DOTALL)
+_SPACE_RE = re.compile(r"\s*")
+_LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# The ``name=`` heads of a label text without escapes, joined with '"' where each value was: the
+# first head, and the heads after it (each starts with the comma after the previous value).
+_HEADS_RE = re.compile(r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*(?:"\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*)*')
+_MORE_HEADS_RE = re.compile(r'\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*(?:"\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*)*')
+# Heads checked per regex call: a regex holds the GIL for its whole run, and a parse in a worker
+# thread must not stall the hub's loop for long on megabytes of labels.
+_HEADS_PER_CALL = 8192
+_ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+_ESCAPE_RE = re.compile(r"\\[\\\"n]")
+
+# Label texts seen before -> parsed labels. Bounded by count and by the bytes of text held: cleared
+# when either grows past its limit; texts longer than _CACHED_TEXT_MAX are one-offs in practice
+# and would pin megabytes each.
+_LABEL_CACHE: dict[str, Labels] = {}
+_LABEL_CACHE_MAX = 50_000
+_LABEL_CACHE_BYTES = 8 * 1024 * 1024
+_CACHED_TEXT_MAX = 4096
+_label_cache_bytes = 0
+# The shape of a label text without backslashes (the text with its values cut out: the ``name=``
+# heads joined with '"') -> its sorted names and a picker of their values from ``text.split('"')``,
+# or the ValueError message of a malformed shape. The series of a family share a shape, so a label
+# set never seen before (a new replica, thousands of them in one payload) costs one split, one join
+# and a lookup instead of regex checks and a sort. Bounded by bytes like the label cache.
+_Plan = tuple[tuple[str, ...], Callable[[list[str]], tuple[str, ...]]] | str
+_SHAPES: dict[str, _Plan] = {}
+_SHAPES_BYTES = 1024 * 1024
+_shapes_bytes = 0
 # A sample whose label set is longer than this is a malformed line, not a series: real label sets
 # are a few hundred bytes, and a megabyte-long one would cost its engine's worker thread long
 # GIL-holding calls (sorting, hashing) that stall every other thread, the hub's loop included.
@@ -112,10 +143,138 @@ def _name_ok(name: str) -> bool:
     if ok is None:
         ok = _NAME_RE.fullmatch(name) is not None
         if len(name) <= 200:  # a garbage line can be a megabyte-long "name": not worth keeping
-            if len(_NAME_OK) > 50_000:
+            if len(_NAME_OK) > _LABEL_CACHE_MAX:
                 _NAME_OK.clear()
             _NAME_OK[name] = ok
     return ok
+
+
+def _unescape(value: str) -> str:
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], value)
+
+
+def parse_labels(text: str) -> Labels:
+    """Parse the inside of ``{...}`` into sorted (name, value) pairs; ValueError when malformed.
+
+    Linear in ``len(text)`` (slicing the rest of the text per label made megabytes of labels
+    take minutes)."""
+    cached = _LABEL_CACHE.get(text)
+    return cached if cached is not None else _new_labels(text)
+
+
+def _new_labels(text: str) -> Labels:
+    """``parse_labels`` of a text not in the cache (the parse loop has just looked)."""
+    global _label_cache_bytes
+    if len(text) > _CACHED_TEXT_MAX:
+        pairs = _split_plain(text) if "\\" not in text else _match_escaped(text)
+        return tuple(sorted(pairs.items()))
+    if "\\" in text:
+        labels = tuple(sorted(_match_escaped(text).items()))
+    else:
+        parts = text.split('"')
+        if not len(parts) & 1:
+            raise ValueError(f"unterminated label value near {parts[-1][:30]!r}")
+        plan = _SHAPES.get('"'.join(parts[::2])) or _shape_plan(parts)
+        if isinstance(plan, str):
+            raise ValueError(plan)
+        names, pick = plan
+        # pick pads a lone label to two values; zip stops at the names (a strict= keyword costs half again).
+        labels = tuple(zip(names, pick(parts)))  # noqa: B905
+    if len(_LABEL_CACHE) > _LABEL_CACHE_MAX or _label_cache_bytes > _LABEL_CACHE_BYTES:
+        _LABEL_CACHE.clear()
+        _label_cache_bytes = 0
+    _LABEL_CACHE[text] = labels
+    _label_cache_bytes += len(text)
+    return labels
+
+
+def _shape_plan(parts: list[str]) -> _Plan:
+    """The plan for the shape of ``parts`` (a plain label text split at '"', odd length): checked
+    once per shape with the same rules as ``_split_plain``; cached, errors included."""
+    global _shapes_bytes
+    shape = '"'.join(parts[::2])
+    plan: _Plan
+    try:
+        names = _plain_names(parts)
+    except ValueError as exc:
+        plan = str(exc)
+    else:
+        where = {name: 2 * i + 1 for i, name in enumerate(names)}  # a repeated name: the last value
+        order = tuple(sorted(where))
+        indices = [where[n] for n in order] or [0]
+        if len(indices) == 1:
+            indices *= 2  # itemgetter of one index gives the item, not a tuple; zip stops at the names
+        plan = order, itemgetter(*indices)
+    if _shapes_bytes > _SHAPES_BYTES:
+        _SHAPES.clear()
+        _shapes_bytes = 0
+    _SHAPES[shape] = plan
+    _shapes_bytes += len(shape)
+    return plan
+
+
+def clear_caches() -> None:
+    """Forget every parsed label set and shape (what an engine's first scrape finds)."""
+    global _label_cache_bytes, _shapes_bytes
+    _LABEL_CACHE.clear()
+    _SHAPES.clear()
+    _label_cache_bytes = _shapes_bytes = 0
+
+
+def _split_plain(text: str) -> dict[str, str]:
+    """Label text without backslashes: no value can hold a quote, so ``split('"')`` cuts it into
+    values (odd pieces) and ``name=`` heads (even pieces); the heads, re-joined with ``"``, are
+    checked by one regex and their names read by another. All of it runs in C: megabytes of
+    labels parse at string-method speed."""
+    parts = text.split('"')
+    names = _plain_names(parts)
+    return dict(zip(names, parts[1 : len(parts) - 1 : 2], strict=True))
+
+
+def _plain_names(parts: list[str]) -> list[str]:
+    """The label names of a plain label text split at '"'; ValueError when malformed."""
+    last = len(parts) - 1
+    if last % 2:
+        raise ValueError(f"unterminated label value near {parts[-1][:30]!r}")
+    tail = parts[last].strip()
+    if last == 0:
+        if tail:
+            raise ValueError(f"malformed label set near {tail[:30]!r}")
+        return []
+    if tail and tail != ",":
+        raise ValueError(f"malformed label set near {tail[:30]!r}")
+    all_heads = parts[0:last:2]
+    names: list[str] = []
+    for start in range(0, len(all_heads), _HEADS_PER_CALL):
+        heads = '"'.join(all_heads[start : start + _HEADS_PER_CALL])
+        heads_re = _HEADS_RE if start == 0 else _MORE_HEADS_RE
+        if heads_re.fullmatch(heads) is None:
+            m = heads_re.match(heads)
+            near = heads[m.end() if m else 0 :][:30]
+            raise ValueError(f"malformed label set near {near!r}")
+        names += _LABEL_NAME_RE.findall(heads)
+    return names
+
+
+def _match_escaped(text: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    pos = 0
+    end = len(text)
+    while pos < end:
+        m = _LABEL_RE.match(text, pos)
+        if m is None:
+            space = _SPACE_RE.match(text, pos)
+            if space is not None and space.end() == end:
+                break  # only trailing whitespace left
+            raise ValueError(f"malformed label set near {text[pos : pos + 30]!r}")
+        value = m.group(2)
+        if "\\" in value:
+            value = _unescape(value)
+        pairs[m.group(1)] = value
+        pos = m.end()
+        if m.group(3) == "" and pos < end:
+            raise ValueError("missing ',' between labels")
+    return pairs
 
 
 def _parse_value(tokens: list[str]) -> float:
@@ -168,18 +327,12 @@ def _decode(payload: bytes | bytearray | memoryview | str, errors: list[str]) ->
         return data.decode("utf-8", errors="replace")
 
 
-def clear_caches() -> None:
-    """Forget every parsed label set and shape (what an engine's first scrape finds)."""
-    promlabels.clear_caches()
-
-
 def parse(
     payload: bytes | bytearray | memoryview | str,
     wanted: Container[str] | None = None,
     *,
     keep_created: bool = False,
     max_errors: int = 50,
-    prefilled: bool = True,
 ) -> ParseResult:
     """Parse a Prometheus text payload. Never raises.
 
@@ -188,8 +341,6 @@ def parse(
     ``<w>_count`` are kept, every other line is skipped after reading its name (and is not checked
     for errors). ``None`` keeps everything.
     ``max_errors``: how many error lines to keep (``error_count`` counts them all).
-    ``prefilled=False`` leaves out ``promlabels.prefill`` (same result; slower on a payload of many
-    new series): the reference it is tested against.
     """
     result = ParseResult()
     errors = result.errors
@@ -206,12 +357,10 @@ def parse(
     # sample name -> family it belongs to (None: skipped, e.g. a _created series).
     route: dict[str, Family | None] = {}
     created_skip: set[str] = set()
-    label_cache_get = cached
+    label_cache = _LABEL_CACHE
     new_tuple = tuple.__new__
     plain_line = _PLAIN_LINE
     n_samples = 0
-    if prefilled:
-        prefill(text)
     lines = text.split("\n")
     result.line_count = len(lines)
 
@@ -241,9 +390,9 @@ def parse(
                     if ltext is None:
                         labels = ()
                     else:
-                        labels = label_cache_get(ltext)
+                        labels = label_cache.get(ltext)
                         if labels is None:
-                            labels = new_labels(ltext)
+                            labels = _new_labels(ltext)
                     if token is None:
                         error(idx + 1, "missing value", line)
                         continue
@@ -305,9 +454,9 @@ def parse(
                 if close - br > _MAX_LABEL_TEXT:
                     raise ValueError(f"label set longer than {_MAX_LABEL_TEXT // 1024} KiB")
                 ltext = line[br + 1 : close]
-                labels = label_cache_get(ltext)
+                labels = label_cache.get(ltext)
                 if labels is None:
-                    labels = new_labels(ltext)
+                    labels = _new_labels(ltext)
                 tokens = (_without_exemplar(line[close + 1 :]) if hashed else line[close + 1 :]).split()
             else:
                 labels = ()
@@ -413,7 +562,7 @@ def _comment(
         return
     help_text = parts[3].rstrip("\r") if len(parts) > 3 else ""
     if "\\" in help_text:
-        help_text = unescape(help_text)
+        help_text = _unescape(help_text)
     if fam is None:
         families[name] = Family(name, "untyped", help_text)
     else:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from console.telemetry import promlabels, promtext
+from console.telemetry import promtext
 
 
 def _labels(n_bytes: int) -> tuple[str, int]:
@@ -19,7 +19,7 @@ def _labels(n_bytes: int) -> tuple[str, int]:
 @pytest.mark.parametrize("mb", [1, 4])
 def test_megabytes_of_labels_parse_in_linear_time(mb: int) -> None:
     text, n = _labels(mb * 1024 * 1024)
-    promlabels._LABEL_CACHE.clear()
+    promtext._LABEL_CACHE.clear()
     start = time.perf_counter()
     labels = promtext.parse_labels(text)
     elapsed = time.perf_counter() - start
@@ -31,9 +31,9 @@ def test_megabytes_of_labels_parse_in_linear_time(mb: int) -> None:
 
 def test_huge_label_texts_are_not_cached() -> None:
     text, _ = _labels(256 * 1024)
-    promlabels._LABEL_CACHE.clear()
+    promtext._LABEL_CACHE.clear()
     promtext.parse_labels(text)
-    assert not promlabels._LABEL_CACHE  # one-off giant label sets would pin megabytes each
+    assert not promtext._LABEL_CACHE  # one-off giant label sets would pin megabytes each
 
 
 def test_a_label_set_over_the_limit_is_a_malformed_line_found_fast() -> None:
