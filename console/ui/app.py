@@ -14,6 +14,7 @@ import inspect
 import os
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -38,6 +39,7 @@ from console.ui.messages import FleetUpdated, LifecycleDone
 from console.ui.palette import ActionsProvider
 from console.ui.screens import ScreenSpec, screen_specs
 from console.ui.screens.base import DeckScreen
+from console.ui.widgets.footer import DeckFooter
 
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # Keys checked before the focused widget: quit must work from a text box and from every pop-up (a
@@ -51,6 +53,10 @@ LAYOUT_BASE = "base"  # always loaded; the others are scoped under `.layout-<nam
 def layout_files() -> dict[str, Path]:
     d = data_dir("layouts")
     return {p.stem: p for p in sorted(d.glob("*.tcss"))}
+
+
+# How many screens are kept for a return at most: a few engines' detail screens and the GPUs.
+KEPT_SCREENS = 6
 
 
 def layout_names() -> list[str]:
@@ -105,6 +111,9 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         self.layout_name = ""  # the layout in effect
         self.layout_choice = self.options.layout  # "auto" or a layout name
         self._unsubscribe: Callable[[], None] | None = None
+        # Screens kept for a return (ScreenSpec.kept), most recently shown last; Textual keeps an
+        # installed screen's widgets when it is popped.
+        self._kept: OrderedDict[tuple[str, str | None], DeckScreen] = OrderedDict()
         self._ui_loop: asyncio.AbstractEventLoop | None = None
         # Benchmarks: where to note the time of the first frame that shows engine data.
         self._first_frame_file = os.environ.get("ENGINEDECK_FIRST_FRAME_FILE", "")
@@ -330,6 +339,8 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         for screen in self.screen_stack:
             if isinstance(screen, DeckScreen):
                 screen.layout_changed(name)
+                for footer in screen.query(DeckFooter):
+                    footer.refresh()
 
     # -- navigation ----------------------------------------------------------------------------
 
@@ -345,7 +356,28 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         while len(self.screen_stack) > 2:
             await self.pop_screen()
         if name != "overview":
-            await self.push_screen(spec.factory(self, target))
+            await self.push_screen(self._screen_for(spec, target))
+
+    def _screen_for(self, spec: ScreenSpec, target: str | None) -> DeckScreen:
+        if not spec.kept:
+            return spec.factory(self, target)
+        key = (spec.name, target)
+        screen = self._kept.get(key)
+        if screen is not None:
+            self._kept.move_to_end(key)
+            if isinstance(screen.focused, Input | TextArea):
+                screen.set_focus(screen.home_focus())  # no screen opens with the cursor in a text box
+            return screen
+        screen = spec.factory(self, target)
+        self.install_screen(screen, f"kept:{spec.name}:{target or ''}")
+        self._kept[key] = screen
+        while len(self._kept) > KEPT_SCREENS:
+            (old_name, old_target), old = self._kept.popitem(last=False)
+            if old in self.screen_stack:  # cannot happen (the stack is cut to the overview first)
+                continue
+            self.uninstall_screen(f"kept:{old_name}:{old_target or ''}")
+            old.remove()
+        return screen
 
     async def go_back(self) -> None:
         s = self.screen

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Footer, Static
-from textual.widgets._footer import FooterKey
+from textual.widgets import Static
 
 from console.profiles import load_profiles
 from console.ui.actions import Action, ActionRegistry, KeyMapError
 from console.ui.app import DeckApp, UiOptions
 from console.ui.screens.modals import HelpScreen
+from console.ui.widgets.footer import DeckFooter
 from tests.ui.frozen import FrozenSource, clock
 
 
@@ -32,7 +32,7 @@ async def _settle(pilot: Pilot[Any]) -> None:
 
 
 def _footer(app: DeckApp) -> dict[str, str]:
-    return {k.description: k.key_display for k in app.screen.query_one(Footer).query(FooterKey)}
+    return {k.description: k.key_display for k in app.screen.query_one(DeckFooter).shown()}
 
 
 def _help_text(app: DeckApp) -> str:
@@ -135,8 +135,7 @@ async def test_footer_at_80_columns_with_a_remap() -> None:
         await _settle(pilot)
         footer = _footer(app)
         assert footer.get("quit") == "^x" and "q" not in footer.values()
-        used = sum(w.region.width for w in app.screen.query_one(Footer).children)
-        assert used <= 80
+        assert app.screen.query_one(DeckFooter).render().cell_len <= 80
 
 
 async def test_quit_on_a_remapped_ctrl_key_works_from_a_text_box() -> None:

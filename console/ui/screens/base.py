@@ -106,7 +106,14 @@ class DeckScreen(Screen[None]):
     def layout_changed(self, name: str) -> None:
         """The app switched to layout ``name`` (compact, default, wide)."""
 
+    def detail_engine(self) -> str | None:
+        """The engine whose every raw series this screen shows (the hub parses them only then)."""
+        return None
+
     def on_screen_resume(self) -> None:
+        # Also on a return to a kept screen, and when a pop-up over it closes.
+        if self.deck.source is not None:
+            self.deck.source.set_detail(self.detail_engine())
         if self.deck.fleet is not None:
             self.show_fleet(self.deck.fleet)
         self.refresh_top()
