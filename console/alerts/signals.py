@@ -44,6 +44,8 @@ THROTTLE_REASONS = frozenset({"sw_thermal", "hw_thermal", "hw_slowdown", "hw_pow
 # Burn-rate windows; each needs at least max(60 s, a twelfth of it) of history before it has a value.
 SLO_WINDOWS = {"5m": 300.0, "30m": 1800.0, "1h": 3600.0, "6h": 21600.0}
 # Phases where the engine is meant not to answer (being started, loaded, stopped, or stopped).
+# How a managed engine's run ended (console.lifecycle.state.ENDINGS) when nobody meant it to end.
+UNINTENDED_ENDINGS = frozenset({"crashed", "failed", "gave-up"})
 INTENDED_DOWN = frozenset({Phase.PULLING, Phase.CREATING, Phase.STARTING, Phase.LOADING, Phase.STOPPING,
                            Phase.EXITED, Phase.UNKNOWN})
 
@@ -228,6 +230,8 @@ class EngineMemory:
             return None
         if e.phase in (Phase.UNREACHABLE, Phase.UNHEALTHY, Phase.FAILED):
             return 1.0
+        if e.phase is Phase.EXITED and e.lifecycle is not None and e.lifecycle.ended in UNINTENDED_ENDINGS:
+            return 1.0  # a managed engine that crashed or gave up is down, not stopped on purpose
         if e.phase in INTENDED_DOWN:
             return None
         if not e.reachable or e.metrics_freshness.stale:
@@ -315,8 +319,9 @@ SIGNALS: dict[str, Signal] = {s.name: s for s in (
     Signal("error_ratio", (("requests_failed", "requests_finished"),), "fraction",
            f"failed / finished requests over 60 s (at least {MIN_REQUESTS_FOR_RATIO:g} requests)",
            lambda mem, _s: mem.error_ratio()),
-    Signal("scrape_failing", (), "bool", "1 when the engine does not answer or its metrics cannot be read "
-           "(not while it is being started, loaded or stopped)", lambda mem, _s: mem.scrape_failing()),
+    Signal("scrape_failing", (), "bool", "1 when the engine does not answer, its metrics cannot be read, "
+           "or a managed engine crashed (not while it is started, loaded or stopped, nor after a stop)",
+           lambda mem, _s: mem.scrape_failing()),
     Signal("gpu_new_xid", (("gpu.xid_errors",),), "events", "XID events new since the last snapshot, the "
            "engine's GPUs", lambda mem, _s: mem.gpu_new_xid(), gpu=True),
     Signal("gpu_temperature_c", (("gpu.temperature_c",),), "°C", "the hottest of the engine's GPUs",

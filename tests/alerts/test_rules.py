@@ -133,3 +133,22 @@ def test_burn_rate_is_the_sre_workbook_one_and_snaps_to_a_bucket_bound() -> None
     # 2% of the 30-day budget in the hour
     assert burn_1h is not None and burn_1h * 3600 / (30 * 24 * 3600) == pytest.approx(0.02)
     assert alert.note == "TTFT threshold 2 s is not a bucket boundary; using 1 s"
+
+
+@pytest.mark.parametrize(("ended", "exit_code", "fires"), [
+    ("crashed", 137, True), ("failed", 1, True), ("gave-up", 1, True), ("stopped", 0, False), ("outside", 0, False)])
+def test_a_crashed_managed_engine_is_down_and_a_stopped_one_is_not(ended: str, exit_code: int, fires: bool) -> None:
+    """A managed engine that crashed is as down as one that stopped answering: 'unreachable' fires after
+    its hold; one stopped on purpose (here or with docker stop) raises nothing."""
+    from console.model import LifecycleView
+
+    ev = AlertEvaluator([r for r in load_rules(user=False) if r.id == "unreachable"], load_profiles())
+    states = []
+    for i in range(60):
+        t = 1000.0 + i
+        e = replace(_engine(t), phase=Phase.EXITED, reachable=False, managed=True,
+                    lifecycle=LifecycleView(Phase.EXITED, ended=ended, exit_code=exit_code, since=1000.0))
+        states.append(ev.evaluate(FleetSnapshot(taken_at=t, engines=(e,)))[0].state)
+    assert (AlertState.FIRING in states) is fires, states
+    if fires:
+        assert states.index(AlertState.FIRING) >= 30  # after the rule's 30 s hold, not at once
