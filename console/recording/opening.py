@@ -13,8 +13,8 @@ from pathlib import Path
 
 from console.recording.reader import Recording
 from console.recording.segments import DATA_SUFFIX
-from console.recording.timespec import parse_time
 from console.recording.writer import RecordingError
+from console.timespec import parse_time
 
 MAX_MEMBER_BYTES = 4 * 2**30  # a bundle's recording larger than this is refused, not extracted
 

@@ -93,6 +93,11 @@ class RecordingWriter:
         """The segment being written, if any."""
         return self._seg.path if self._seg is not None else None
 
+    @property
+    def pending_since(self) -> float | None:
+        """The time of the oldest document not yet written, if any."""
+        return self._times[0] if self._times else None
+
     # -- adding ------------------------------------------------------------------------------
 
     def add(self, doc: Mapping[str, Any], *, at: float) -> None:
