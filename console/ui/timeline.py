@@ -127,12 +127,13 @@ class SeekScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-def timeline_badge(src: ReplaySource, width: int = 12) -> Text:
-    """REPLAY, the recorded time, play state and speed, and where in the recording this is."""
+def timeline_badge(src: ReplaySource, *, wide: bool = False, width: int = 10) -> Text:
+    """REPLAY, the recorded time (with its date when ``wide``), play state and speed, and where in
+    the recording this is."""
     t = Text()
     t.append(" REPLAY ", style="bold reverse magenta")
     pos = src.position
-    t.append(" " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(pos)), style="bold")
+    t.append(" " + time.strftime("%Y-%m-%d %H:%M:%S" if wide else "%H:%M:%S", time.localtime(pos)), style="bold")
     if src.paused:
         t.append("  end" if src.at_end else "  ❚❚", style="bold yellow")
     else:

@@ -39,7 +39,7 @@ class TopBar(Line):
         src = app.source
         if isinstance(src, ReplaySource):
             t.append("  ")
-            t.append_text(timeline_badge(src))
+            t.append_text(timeline_badge(src, wide=self.size.width >= 100))
         elif app.options.read_only:
             t.append("  read-only", style="bold")
         if src is not None and not isinstance(src, ReplaySource):
