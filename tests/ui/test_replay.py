@@ -139,3 +139,34 @@ async def test_timeline_keys_and_refusals(recording: Recording) -> None:
             await _until(pilot, lambda: "▶ 2x" in str(app.screen.query_one(TopBar).content))
     finally:
         src.stop()
+
+
+async def test_the_replay_keys_are_listed_in_a_replay_only(recording: Recording) -> None:
+    from rich.console import Console
+
+    from console.ui.screens.modals import HelpScreen, help_table
+
+    def listed(app: DeckApp) -> str:
+        screen = app.screen
+        assert isinstance(screen, HelpScreen)
+        console = Console(width=200, record=True)
+        console.print(help_table(screen.registry, read_only=screen.read_only, hidden_groups=screen.hidden_groups))
+        return console.export_text()
+
+    src = ReplaySource(recording, playing=False)
+    src.start()
+    try:
+        app = _replay_app(src)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("question_mark")
+            await pilot.pause(0.2)
+            text = listed(app)
+            assert "Replay: one snapshot back" in text and "Stop engine" not in text
+    finally:
+        src.stop()
+    live = _live_app(3)
+    async with live.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        text = listed(live)
+        assert "Replay:" not in text and "Record: start / stop recording" in text
