@@ -20,12 +20,12 @@ from console.ui.explain_rows import explain_key
 from console.ui.host import host_of
 
 
-def help_table(registry: ActionRegistry, *, read_only: bool) -> Table:
+def help_table(registry: ActionRegistry, *, read_only: bool, hidden_groups: tuple[str, ...] = ()) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     table.add_column(style="dim")
-    for group, actions in registry.groups(read_only=read_only).items():
+    for group, actions in registry.groups(read_only=read_only, hidden_groups=hidden_groups).items():
         table.add_row(Text(group, style="bold underline"), "", "")
         for a in actions:
             where = "" if not a.screens else ", ".join(a.screens)
@@ -66,21 +66,26 @@ class HelpScreen(_Popup):
     BINDINGS: ClassVar = [Binding("escape,q,question_mark,f1", "dismiss", "Close", show=False)]
     closed_by = "help"
 
-    def __init__(self, registry: ActionRegistry, *, read_only: bool) -> None:
+    def __init__(self, registry: ActionRegistry, *, read_only: bool, reason: str = "",
+                 hidden_groups: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.registry = registry
         self.read_only = read_only
+        self.reason = reason  # why read-only ("replay"); "" for read-only mode
+        self.hidden_groups = hidden_groups  # the replay's keys in a live console
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box", classes="popup"):
             note = Text("Keys (also in the command palette, ctrl+p). ", style="bold")
             if self.read_only:
-                note.append("Read-only mode: engine control is disabled and not listed.", style=fmt.WARN)
+                why = "Replay" if self.reason == "replay" else "Read-only mode"
+                note.append(f"{why}: engine control is disabled and not listed.", style=fmt.WARN)
             note.append("\nCells: 'n/a' = not exported / no data yet (never 0) · '~' = few samples · "
                         "'>' = beyond the largest histogram bucket · '--' = engine not answering · "
                         "'stale N s: why' = last collection failed N s ago", style="dim")
             yield Static(note)
-            yield Static(help_table(self.registry, read_only=self.read_only), id="help-table")
+            yield Static(help_table(self.registry, read_only=self.read_only, hidden_groups=self.hidden_groups),
+                         id="help-table")
 
 
 class ExplainScreen(_Popup):
