@@ -68,7 +68,7 @@ _ASSIGN = re.compile(
 _ENV_NEEDS = ("TOKEN=", "SECRET", "PASSWORD=", "PASSWD=", "KEY=")
 _ENV_ASSIGN = re.compile(
     r"(?<![A-Za-z0-9_])([A-Z][A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|SECRET_KEY|ACCESS_KEY"
-    r"|PRIVATE_KEY)=['\"]?)([^\s'\",]{3,})"
+    r"|PRIVATE_KEY)=['\"]?)([^\s'\",\\]{3,})"
 )
 
 # What each of _PATTERNS masks, for reports that count what was masked (never the values).

@@ -13,17 +13,18 @@ import json
 import os
 import tarfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from console import strictjson
-from console.secrets import Scrubber
+from console.secrets import MASK, Scrubber, looks_secret
 
 SCHEMA = "enginedeck.bundle/1"
 MANIFEST = "manifest.json"
 FILE_MODE = 0o600
+SECRET_FIELD = "secret-named field"
 
 
 @dataclass(slots=True)
@@ -63,7 +64,29 @@ class Bundle:
         self.files[path] = clean.encode("utf-8")
 
     def add_json(self, path: str, data: Any) -> None:
-        self.add_text(path, strictjson.dumps(data, indent=2) + "\n")
+        """``data`` as JSON, every string scrubbed and every string under a secret-looking key
+        (``"api_key": ...``, ``"HF_TOKEN": ...``) masked whole, before it is serialised."""
+        self.files[path] = (strictjson.dumps(self._clean(data, path), indent=2) + "\n").encode("utf-8")
+
+    def add_jsonl(self, path: str, rows: Sequence[Any]) -> None:
+        """One JSON document a line, each cleaned as ``add_json`` cleans."""
+        self.files[path] = "".join(strictjson.dumps(self._clean(r, path)) + "\n" for r in rows).encode("utf-8")
+
+    def _clean(self, value: Any, path: str, key: str = "") -> Any:
+        if isinstance(value, str):
+            if key and looks_secret(key) and value and value != MASK:
+                self.count(path, SECRET_FIELD)
+                return MASK
+            clean, counts = self.scrubber.counted(value)
+            for kind, n in counts.items():
+                self.count(path, kind, n)
+            return clean
+        if isinstance(value, Mapping):
+            return {(self._clean(k, path) if isinstance(k, str) else k): self._clean(v, path, str(k))
+                    for k, v in value.items()}  # fmt: skip
+        if isinstance(value, list | tuple):
+            return [self._clean(v, path) for v in value]
+        return value
 
     def add_binary(self, path: str, data: bytes) -> None:
         """A file that is not text (a compressed recording): its content must have been scrubbed

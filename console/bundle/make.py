@@ -211,9 +211,7 @@ class _Run:
             if t >= start:
                 rows.append({"time": e.time, "user": e.user, "action": e.action, "target": e.target,
                              "result": e.result, "detail": e.detail})  # fmt: skip
-        import json
-
-        self.bundle.add_text("audit.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        self.bundle.add_jsonl("audit.jsonl", rows)
 
     # -- the whole ----------------------------------------------------------------------------
 
