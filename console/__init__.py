@@ -5,8 +5,8 @@ The core modules here (``config``, ``profiles``, ``model``, ``target``, ``secret
 ``keymap``) may
 import no other package of the console. Layers above them: ``telemetry`` (collectors, normalisation),
 ``lifecycle`` (starting and stopping engines), ``client`` (requests, load, benchmark), ``sim``
-(simulated engines), ``ui`` (the only package that imports Textual) and ``commands`` (the CLI's
-subcommands). This module imports nothing, so ``enginedeck --help`` stays light.
+(simulated engines), ``bundle`` (incident bundles), ``ui`` (the only package that imports
+Textual) and ``commands`` (the CLI's subcommands). This module imports nothing, so ``enginedeck --help`` stays light.
 """
 
 __version__ = "0.1.0"

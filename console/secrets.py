@@ -47,8 +47,8 @@ _PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     (("hf_",), re.compile(r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}"), MASK),
     # OpenAI-style keys: sk-..., sk-proj-..., sk-ant-...
     (("sk-",), re.compile(r"sk-(?<![A-Za-z0-9_]sk-)[A-Za-z0-9_-]{16,}"), MASK),
-    # user:password@ in URLs.
-    (("://",), re.compile(r"://([^/\s:@]+):[^/\s@]+@"), rf"://\1:{MASK}@"),
+    # user:password@ in URLs (a quote ends a URL: in JSON text the search then stops at the string's end).
+    (("://",), re.compile(r"://([^/\s:@\"]+):[^/\s@\"]+@"), rf"://\1:{MASK}@"),
 )  # fmt: skip
 # api_key='...', "password": "...", --hf-token=..., hf_token=... in an engine's own dump of its
 # arguments or environment (a bare "token" is left alone: eos_token='</s>' is no secret). It has no

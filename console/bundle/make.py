@@ -24,6 +24,7 @@ from console.bundle import launch_facts as lf
 from console.bundle.archive import Bundle
 from console.bundle.gpu_facts import gpu_facts
 from console.bundle.host_facts import host_facts
+from console.bundle.recorded import FILE as RECORDING_FILE
 from console.bundle.recorded import RecordingPart, window_recording
 from console.bundle.summary import EngineSummary, SummaryInput, summary_markdown
 from console.bundle.window import Window
@@ -271,8 +272,10 @@ class _Run:
                 b.add_json("gpu/simulated.json", gpus_doc(snap.gpus, snap.engines))
                 simulated.append(f"GPUs shown by the console: {len(snap.gpus.gpus)} simulated (gpu/simulated.json)")
         b.add_json("host.json", env)
-        for path, data in rec.files.items():
-            b.add_binary(f"recording/{path}", data)
+        if rec.data is not None:
+            b.add_binary(RECORDING_FILE, rec.data)
+            for kind, n in rec.masked.items():
+                b.count(RECORDING_FILE, kind, n)
         if req.screenshot_svg is not None:
             b.add_text("screen.svg", req.screenshot_svg)
         host_name = str(env.get("hostname") or socket.gethostname())

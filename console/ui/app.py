@@ -31,6 +31,7 @@ from console.profiles import EngineProfile
 from console.resources import data_dir
 from console.telemetry.source import FleetSource
 from console.ui.actions import Action, ActionRegistry, display_key
+from console.ui.bundle_key import BundleKey
 from console.ui.control import LifecycleControl
 from console.ui.host import DeckHost, HostApp
 from console.ui.host import UiOptions as UiOptions  # re-exported: callers build the app with it
@@ -483,6 +484,7 @@ def _global_actions(app: DeckApp) -> list[Action]:
                lambda host: host.show_screen("overview"), footer=False),
         Action("gpus", "g,3", "GPUs: per-GPU history and processes", "Navigate",
                lambda host: host.show_screen("gpus"), footer=False),
+        BundleKey(app).action(),
     ]
 
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-import zlib
 import tarfile
+import zlib
 from pathlib import Path
 
 import pytest
