@@ -64,7 +64,7 @@ def launch_facts(inst: EngineInstance) -> Facts:
     return Facts(data, masked)
 
 
-def _mask_inspect(attrs: Mapping[str, Any], secrets: Sequence[str]) -> tuple[dict[str, Any], dict[str, int]]:
+def mask_inspect(attrs: Mapping[str, Any], secrets: Sequence[str]) -> tuple[dict[str, Any], dict[str, int]]:
     """``docker inspect`` data with the environment's secret-named values and secret arguments masked."""
     out = dict(attrs)
     masked = {SECRET_VARIABLE: 0, SECRET_ARGUMENT: 0}
@@ -97,7 +97,7 @@ def container_facts(inst: EngineInstance, client: Any) -> Facts:
             container = client.containers.get(cid)
     if container is None:
         return Facts(note="no container (not started, or removed by `down`)")
-    data, masked = _mask_inspect(container.attrs, instance_secrets(inst))
+    data, masked = mask_inspect(container.attrs, instance_secrets(inst))
     return Facts(data, masked)
 
 

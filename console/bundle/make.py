@@ -70,6 +70,14 @@ def default_name(host: str, now: float) -> str:
     return f"enginedeck-bundle-{safe_name(host)}-{stamp}{ARCHIVE_EXT}"
 
 
+def free_path(path: Path) -> Path:
+    """``path``, or ``NAME-2.tar.gz``, ``NAME-3.tar.gz``... when it exists (two bundles in a second)."""
+    stem, n = path.name.removesuffix(ARCHIVE_EXT), 2
+    while path.exists():
+        path, n = path.with_name(f"{stem}-{n}{ARCHIVE_EXT}"), n + 1
+    return path
+
+
 def safe_name(name: str) -> str:
     """A file name for anything (an engine given as PROFILE@URL): secrets out, then [A-Za-z0-9._-]."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", scrub(name)).strip("_") or "engine"

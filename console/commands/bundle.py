@@ -43,14 +43,14 @@ def _dest(output: str | None, now: float) -> Any:
     import socket
     from pathlib import Path
 
-    from console.bundle.make import default_name
+    from console.bundle.make import default_name, free_path
 
     name = default_name(socket.gethostname(), now)
     if output is None:
-        return Path.cwd() / name
+        return free_path(Path.cwd() / name)
     path = Path(output).expanduser()
     if path.is_dir() or output.endswith(("/", "\\")):
-        return path / name
+        return free_path(path / name)
     if not path.name.endswith(".tar.gz"):
         path = path.with_name(path.name + ".tar.gz")
     return path

@@ -53,7 +53,7 @@ class BundleKey:
 
     def request(self, host: DeckHost) -> BundleRequest:
         """What the bundle gets from the console, taken on the UI loop (nothing here blocks)."""
-        from console.bundle.make import BundleRequest, default_name
+        from console.bundle.make import BundleRequest, default_name, free_path
         from console.bundle.window import Window
 
         now = time.time()
@@ -73,7 +73,7 @@ class BundleKey:
         return BundleRequest(
             instances=instances,
             window=Window.last(DEFAULT_LAST_S, now),
-            dest=self.folder() / default_name(host_name or _hostname(), now),
+            dest=free_path(self.folder() / default_name(host_name or _hostname(), now)),
             snapshot=fleet,
             screenshot_svg=self.app.export_screenshot(),
             logs=logs,
@@ -98,9 +98,11 @@ class BundleKey:
         path = str(result.path)
         self.app.copy_to_clipboard(path)
         masked = result.manifest.get("redaction", {}).get("masked", 0)
-        rec = result.manifest.get("recording", {}).get("note", "")
-        self.app.notify(f"Incident bundle written: {path} ({result.bytes / 1024:.0f} KiB, {masked} secrets masked; "
-                        f"{rec}). The path was sent to the terminal (OSC 52); if nothing pastes, the terminal "
+        rec = result.manifest.get("recording", {})
+        covered = (f"{rec.get('documents')} recorded snapshots of the window" if rec.get("covers_window")
+                   else "no recording covers the window")  # fmt: skip
+        self.app.notify(f"Incident bundle written: {path} ({result.bytes / 1024:.0f} KiB, {masked} secrets masked, "
+                        f"{covered}). Path sent to the terminal (OSC 52); if nothing pastes, the terminal "
                         "does not allow OSC 52 copies", timeout=15)  # fmt: skip
 
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from console.ports import free_port
+from console.recording import Recording
 from tests.bundle.conftest import decoded, extract
 
 ENGINEDECK = [sys.executable, "-m", "console"]
@@ -108,6 +109,14 @@ def test_no_planted_secret_in_any_file_of_a_bundle(tmp_path: Path) -> None:
             leaked = [s for s in PLANTED if s in text]
             assert not leaked, f"{p.relative_to(root)} holds {leaked}"
         assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
+
+    # The recording's frames are compressed against a dictionary: read them back as a replay would.
+    replay = Recording.open(root / "recording" / "window.edrec")
+    docs = list(replay.documents())
+    assert docs and any(e["name"] == "planted" for e in docs[-1][1]["engines"])
+    text = json.dumps(docs) + "".join(engine + body.decode("utf-8", "replace")
+                                      for _, engine, body in replay.raw_payloads())  # fmt: skip
+    assert not [s for s in PLANTED if s in text]
 
     # The report counts what the bundle masked (the log copy on disk was masked when written).
     report = json.loads((root / "manifest.json").read_text())["redaction"]
