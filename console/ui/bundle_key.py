@@ -35,9 +35,8 @@ class BundleKey:
         self._busy = threading.Lock()
 
     def action(self) -> Action:
-        return Action("bundle", "ctrl+s", "Incident bundle: recording, metrics, logs, GPU and host facts in one "
-                      "archive (the path is sent to the terminal)", "Global", self.run, short="bundle",
-                      footer=False)  # fmt: skip
+        return Action("bundle", "ctrl+s", "Incident bundle: one archive for a bug report", "Global", self.run,
+                      short="bundle", footer=False)  # fmt: skip
 
     def run(self, host: DeckHost) -> None:
         if not self._busy.acquire(blocking=False):
