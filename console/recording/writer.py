@@ -36,6 +36,8 @@ RETENTION_EVERY_S = 60.0
 MIN_SEGMENT_BYTES = 1 << 20
 SEGMENT_NAME = re.compile(r"^(\d{8}-\d{6})(?:-\d+)?" + re.escape(DATA_SUFFIX) + "$")
 LOCK_NAME = ".lock"
+# Each JSON string and the colon after it when it is a key (orjson writes no spaces).
+_JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"(:?)')
 
 
 class RecordingError(Exception):
@@ -78,6 +80,7 @@ class RecordingWriter:
         self.frame_s = frame_s
         self.segment_s = segment_s
         self._scrub = scrubber or Scrubber()
+        self._clean: set[str] = set()  # string values already checked for secrets
         self._lock_fd = _lock(self.directory)
         self._seg: SegmentWriter | None = None
         self._seg_end = -math.inf
@@ -92,6 +95,11 @@ class RecordingWriter:
     def segment(self) -> Path | None:
         """The segment being written, if any."""
         return self._seg.path if self._seg is not None else None
+
+    @property
+    def pending_since(self) -> float | None:
+        """The time of the oldest document not yet written, if any."""
+        return self._times[0] if self._times else None
 
     # -- adding ------------------------------------------------------------------------------
 
@@ -153,9 +161,17 @@ class RecordingWriter:
     def _encode(self, doc: Mapping[str, Any]) -> bytes:
         """The document as one JSON line, secrets masked (a non-finite number is null, as in status --json)."""
         line = orjson.dumps(doc)
-        text = line.decode()
-        if self._scrub(text) != text:  # rare: mask string by string so the JSON stays whole
-            line = orjson.dumps(_masked(self._scrub, doc))
+        # The rule is checked on the document's string values, one a line (no secret shape crosses a
+        # line end; on the JSON text a URL's "://host:port" and the next engine's "name@" look like a
+        # password in a URL), and only on values not seen clean before: a fleet's strings rarely change.
+        fresh = {v for v, colon in _JSON_STRING.findall(line.decode()) if not colon} - self._clean
+        if fresh:
+            strings = "\n".join(fresh)
+            if self._scrub(strings) != strings:  # a secret: mask string by string, so the JSON stays whole
+                return orjson.dumps(_masked(self._scrub, doc))
+            if len(self._clean) > 20_000:
+                self._clean.clear()
+            self._clean |= fresh
         return line
 
     def _count(self, seg: SegmentWriter, kind: int, payload: bytes, t0: float, t1: float, n: int,

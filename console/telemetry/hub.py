@@ -35,7 +35,7 @@ from console.model import (
 )
 from console.telemetry.collector import EngineCollector, innermost, mark_late, went_stale
 from console.telemetry.history import History
-from console.telemetry.source import ENGINE_SERIES, Listener
+from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
 
@@ -75,6 +75,7 @@ class Hub:
         self._lifecycle_phase = lifecycle_phase
         self._lifecycle_seen: dict[str, Phase] = {}
         self._listeners: list[Listener] = []
+        self._payload_listeners: list[PayloadListener] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -145,6 +146,20 @@ class Hub:
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         return add_listener(self._listeners, self._lock, listener)
+
+    def subscribe_payloads(self, listener: PayloadListener) -> Callable[[], None]:
+        """Call ``listener(engine, body, at)`` with each metrics payload read, in the hub's thread
+        (it must return at once: a recorder queues what it keeps); returns an unsubscribe function."""
+        return add_listener(self._payload_listeners, self._lock, listener)
+
+    def _payload(self, name: str, body: bytes, at: float) -> None:
+        with self._lock:
+            listeners = list(self._payload_listeners)
+        for fn in listeners:
+            try:
+                fn(name, body, at)
+            except Exception:  # a reader's failure must not stop collection
+                log.exception("payload listener")
 
     def start(self) -> None:
         if self._thread is not None:
@@ -223,6 +238,7 @@ class Hub:
                 period = inst.config.scrape_period or self._refresh
                 c = EngineCollector(inst, client, period=period, executor=digesters)
                 c.want_raw = inst.name == getattr(self, "_detail", None)
+                c.on_payload = self._payload
                 c.wake = self._new_wake()
                 self._collectors[inst.name] = c
             self._first_round = asyncio.Event()

@@ -28,6 +28,8 @@ from textual.widgets import Input, TextArea
 from console.config import EngineInstance
 from console.model import FleetSnapshot
 from console.profiles import EngineProfile
+from console.recording.replay import ReplaySource
+from console.recording.writer import RecordingWriter
 from console.resources import data_dir
 from console.telemetry.source import FleetSource
 from console.ui.actions import Action, ActionRegistry, display_key
@@ -39,6 +41,15 @@ from console.ui.messages import FleetUpdated, LifecycleDone
 from console.ui.palette import ActionsProvider
 from console.ui.screens import ScreenSpec, screen_specs
 from console.ui.screens.base import DeckScreen
+from console.ui.timeline import (
+    LIVE_ONLY,
+    REPLAY_GROUP,
+    RecordingControl,
+    SeekScreen,
+    recording_actions,
+    replay_actions,
+    replay_time,
+)
 
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # Keys checked before the focused widget: quit must work from a text box and from every pop-up (a
@@ -86,9 +97,11 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         clock: Callable[[], float] = time.time,
         check_backing: Callable[[], str | None] | None = None,
         keys: Mapping[str, Sequence[str]] | None = None,
+        recording: Callable[[], RecordingWriter] | None = None,
     ) -> None:
         """``keys``: the user's ``[keys]`` (action id -> keys); ``KeyMapError`` when the registry
-        cannot take them (``console.ui.launch.check_keys`` says so before anything starts)."""
+        cannot take them (``console.ui.launch.check_keys`` says so before anything starts).
+        ``recording``: makes the writer the REC toggle (ctrl+r) records into; None: no recording."""
         files = layout_files()
         super().__init__(css_path=list(files.values()))
         self.source = source
@@ -109,8 +122,13 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         # Benchmarks: where to note the time of the first frame that shows engine data.
         self._first_frame_file = os.environ.get("ENGINEDECK_FIRST_FRAME_FILE", "")
         self.specs: dict[str, ScreenSpec] = screen_specs()
+        self.replay = isinstance(source, ReplaySource)
+        self.recording_control = (RecordingControl(source, recording, self._notify_from_thread)
+                                  if source is not None and recording is not None and not self.replay else None)
         self.registry = ActionRegistry()
         for a in _global_actions(self):
+            self.registry.register(a)
+        for a in (*replay_actions(), *recording_actions(lambda _: self.toggle_recording())):
             self.registry.register(a)
         for spec in self.specs.values():
             for a in spec.actions:
@@ -132,7 +150,7 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
     # -- actions -------------------------------------------------------------------------------
 
     def _bind_action(self, a: Action) -> None:
-        hidden = self.options.read_only and a.mutating
+        hidden = (self.options.read_only and a.mutating) or (a.group == REPLAY_GROUP and not self.replay)
         for key in a.key_list:
             # Without an explicit display, each key shows itself: in a text box, where the printable
             # keys of an action are the box's, the footer then names the key that still works (f2).
@@ -183,8 +201,16 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
 
     async def run_deck_action(self, action_id: str) -> None:
         a = self.registry.get(action_id)
+        reason = self.options.read_only_reason or "read-only mode"
         if a.mutating and self.options.read_only:
-            self.notify(f"read-only mode: {a.description.lower()} is disabled", severity="warning")
+            self.notify(f"{reason}: {a.description.lower()} is disabled", severity="warning")
+            return
+        if self.replay and (a.id in LIVE_ONLY or a.id == "record"):
+            what = "recording" if a.id == "record" else f"the {a.id} (it talks to live engines)"
+            self.notify(f"replay: {what} is disabled", severity="warning")
+            return
+        if a.group == REPLAY_GROUP and not self.replay:
+            self.notify(f"{a.description.split(':')[0].lower()} keys work in a replay (enginedeck replay)")
             return
         if not a.available_on(self.screen_name):
             return
@@ -283,6 +309,8 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
             s.refresh_top()
 
     def on_unmount(self) -> None:
+        if self.recording_control is not None:
+            self.recording_control.close()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -337,12 +365,19 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         if self.source is None:
             return
         self.source.set_paused(paused)
-        self.notify("paused: collection stops until you resume" if paused else "resumed")
+        if self.replay:
+            self.notify("replay paused" if paused else "replay playing")
+        else:
+            self.notify("paused: collection stops until you resume" if paused else "resumed")
         s = self.screen
         if isinstance(s, DeckScreen):
             s.refresh_top()
 
     def step_refresh(self, direction: int) -> None:
+        if isinstance(self.source, ReplaySource):
+            self.notify(f"replay speed {self.source.step_speed(-direction):g}x")
+            self.screen_refresh_top()
+            return
         if self.source is None:
             return
         cur = self.source.refresh
@@ -374,6 +409,50 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         snap = self.fleet.engine(engine) if (self.fleet and engine) else None
         profile = self.profiles.get(snap.profile) if snap else None
         await self.push_screen(ExplainScreen(metric, profile, engine or "", simulated=self.options.simulated))
+
+    # -- recording and replay --------------------------------------------------------------------
+
+    @property
+    def recording_active(self) -> bool:
+        return self.recording_control is not None and self.recording_control.active
+
+    def toggle_recording(self) -> None:
+        ctl = self.recording_control
+        if ctl is None:
+            self.notify("recording is not available here", severity="warning")
+            return
+        self.run_worker(ctl.toggle, thread=True, group="recording", exclusive=True)
+
+    def _notify_from_thread(self, text: str, error: bool) -> None:
+        def show() -> None:
+            self.notify(text, severity="error" if error else "information", timeout=10 if error else 5)
+            self.screen_refresh_top()
+
+        with contextlib.suppress(RuntimeError):
+            self.call_from_thread(show)
+
+    def screen_refresh_top(self) -> None:
+        s = self.screen
+        if isinstance(s, DeckScreen):
+            s.refresh_top()
+
+    async def open_seek(self) -> None:
+        src = self.source
+        if not isinstance(src, ReplaySource):
+            self.notify("seek works in a replay (enginedeck replay)")
+            return
+
+        def go(text: str | None) -> None:
+            if not text:
+                return
+            try:
+                t = replay_time(text, src)
+            except ValueError as exc:
+                self.notify(str(exc), severity="warning")
+                return
+            src.seek(t)
+
+        await self.push_screen(SeekScreen(src.span), go)
 
     async def open_help(self) -> None:
         from console.ui.screens.modals import HelpScreen
@@ -484,6 +563,8 @@ def _global_actions(app: DeckApp) -> list[Action]:
                lambda host: host.show_screen("overview"), footer=False),
         Action("gpus", "g,3", "GPUs: per-GPU history and processes", "Navigate",
                lambda host: host.show_screen("gpus"), footer=False),
+        Action("replay_seek", "t", "Replay: go to a time ('10m ago', 19:05, -5m)", REPLAY_GROUP,
+               lambda _: app.open_seek(), short="seek"),
         BundleKey(app).action(),
     ]
 

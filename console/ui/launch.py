@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from console.ui.control import LifecycleControl
     from console.ui.terminal_guard import TerminalGuard
 
-__all__ = ["action_registry", "add_last_resort", "check_keys", "resolve_settings", "run_console", "run_setup"]
+__all__ = ["action_registry", "add_last_resort", "check_keys", "recording_writer_factory", "resolve_settings",
+           "run_console", "run_replay", "run_setup"]
 
 
 def check_keys(config: Config) -> None:
@@ -134,6 +135,7 @@ def run_console(
                 lifecycle=lifecycle,
                 check_backing=check_backing,
                 keys=keys if keys is not None else (config.keys if config is not None else None),
+                recording=recording_writer_factory(settings, instances),
             )
             return _run_guarded(app, guard, mouse=settings.mouse)
         finally:
@@ -142,6 +144,45 @@ def run_console(
     finally:
         if lifecycle is not None:
             lifecycle.close()
+        guard.close()
+
+
+def recording_writer_factory(settings: ConsoleSettings, instances: Sequence[EngineInstance]) -> Callable[[], Any]:
+    """What the console's REC toggle records into: ``[console] recording_dir`` with its retention,
+    every configured secret of these engines masked."""
+    from pathlib import Path
+
+    def make() -> Any:
+        from console.recording import RecordingWriter, default_recording_dir
+        from console.secrets import Scrubber, instance_secrets
+        from console.timespec import parse_duration, parse_size
+
+        directory = Path(settings.recording_dir or default_recording_dir()).expanduser()
+        scrubber = Scrubber(s for inst in instances for s in instance_secrets(inst))
+        return RecordingWriter(directory, retain_s=parse_duration(settings.record_retain),
+                               max_bytes=parse_size(settings.record_max_size), scrubber=scrubber)
+
+    return make
+
+
+def run_replay(source: Any, settings: ConsoleSettings, *, profiles: Mapping[str, Any], simulated: bool,
+               title: str, keys: Mapping[str, Sequence[str]] | None = None) -> None:
+    """The console on a ``ReplaySource``: read-only ("replay"), no engine control, its clock the
+    recorded time."""
+    from console.ui.app import DeckApp, UiOptions
+    from console.ui.terminal_guard import TerminalGuard
+
+    install_exit_signals()
+    guard = TerminalGuard()
+    guard.install()
+    source.start()
+    try:
+        app = DeckApp(source, options=UiOptions(read_only=True, read_only_reason="replay", layout=settings.layout,
+                                                mouse=settings.mouse, simulated=simulated, title=title),
+                      profiles=profiles, clock=source.now, keys=keys)
+        _run_guarded(app, guard, mouse=settings.mouse)
+    finally:
+        source.stop()
         guard.close()
 
 

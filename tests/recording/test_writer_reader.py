@@ -258,3 +258,24 @@ def test_the_index_lets_a_reader_skip_the_scan(tmp_path: Path) -> None:
     # A torn index entry: trusted up to there.
     index_path(seg).write_bytes(entries[:-20])
     assert len(Recording.open(tmp_path).doc_frames) == n
+
+
+def test_history_rows_of_a_document_are_what_the_hub_records_for_its_snapshot() -> None:
+    from console.recording.history_rows import doc_rows
+    from console.status_doc import status_doc
+    from console.status_parse import snapshot_from_doc
+    from console.telemetry.history import History
+    from console.telemetry.hub import record
+    from tests.recording.fleetdocs import snapshot
+
+    # Engine 1 is unreachable for i in 20..24 of every 40: gaps, not values.
+    for i in (3, 21):
+        doc = orjson.loads(orjson.dumps(status_doc(snapshot(T0 + i, i, engines=4, gpus=8))))
+        via_snapshot, via_rows = History(), History()
+        record(via_snapshot, snapshot_from_doc(doc))
+        for key, t, v in doc_rows(doc):
+            via_rows.append(key, t, v)
+        keys = via_snapshot.keys()
+        assert sorted(map(str, keys)) == sorted(map(str, via_rows.keys()))
+        for series in keys:
+            assert str(via_snapshot.points(series)) == str(via_rows.points(series)), series

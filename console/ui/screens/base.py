@@ -12,9 +12,11 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from console.model import FleetSnapshot
+from console.recording.replay import ReplaySource
 from console.target import EngineTarget
 from console.ui import format as fmt
 from console.ui.host import DeckHost, host_of
+from console.ui.timeline import timeline_badge
 from console.ui.widgets.line import Line
 
 
@@ -32,10 +34,15 @@ class TopBar(Line):
         t.append(f" {title}")
         if app.options.simulated:
             t.append("  SIMULATED", style=fmt.SIM)
-        if app.options.read_only:
-            t.append("  read-only", style="bold")
+        if app.recording_active:
+            t.append("  ● REC", style="bold red")
         src = app.source
-        if src is not None:
+        if isinstance(src, ReplaySource):
+            t.append("  ")
+            t.append_text(timeline_badge(src, wide=self.size.width >= 100))
+        elif app.options.read_only:
+            t.append("  read-only", style="bold")
+        if src is not None and not isinstance(src, ReplaySource):
             if src.paused:
                 t.append("  ❚❚ paused", style="bold yellow")
             else:
@@ -47,7 +54,7 @@ class TopBar(Line):
                 t.append(f" {fmt.plural(sick, 'needs', 'need')} attention", style=fmt.CRIT)
         if app.backing_problem:
             t.append(f"  {app.backing_problem.split(':')[0]}", style=fmt.CRIT)  # the notice has the rest
-        if fleet is not None:
+        if fleet is not None and not isinstance(src, ReplaySource):
             age = app.clock() - fleet.taken_at
             if src is not None and not src.paused and age > 3 * max(src.refresh, 1.0):
                 t.append(f"  no new data for {fmt.ago(app.clock(), fleet.taken_at)}", style=fmt.CRIT)
