@@ -17,7 +17,11 @@ from textual.pilot import Pilot
 
 from console.config import parse_engine_ref
 from console.profiles import load_profiles
+from console.recording import Recording, RecordingWriter
+from console.recording.replay import ReplaySource
+from console.status_doc import status_doc
 from console.ui.app import DeckApp, UiOptions
+from tests.recording.fleetdocs import T0, snapshot
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import FrozenSource, clock
 
@@ -105,3 +109,23 @@ async def test_the_bundle_key_is_in_help_and_works_in_read_only_mode(make_app: A
     app = make_app(read_only=True)
     assert any(a.id == "bundle" for a in app.registry.visible(read_only=True))
     assert app.registry.get("bundle").key_list == ["ctrl+s"]
+
+
+async def test_a_replay_refuses_the_bundle_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with RecordingWriter(tmp_path / "rec") as w:
+        for i in range(3):
+            w.add(status_doc(snapshot(T0 + i, i)), at=T0 + i)
+    src = ReplaySource(Recording.open(tmp_path / "rec"), start=T0, playing=False)
+    src.start()
+    try:
+        app = DeckApp(src, options=UiOptions(read_only=True, read_only_reason="replay", simulated=True),
+                      profiles=load_profiles(), clock=src.now)  # fmt: skip
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:
+            await pilot.pause(0.2)
+            await pilot.press("ctrl+s")
+            await pilot.pause(0.3)
+            assert any(n.startswith("replay: the bundle") for n in _notices(app)), _notices(app)
+    finally:
+        src.stop()
+    assert not list(tmp_path.glob("enginedeck-bundle-*"))
