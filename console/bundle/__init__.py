@@ -4,7 +4,8 @@ Modules: ``archive`` (files in, every text through the one secret rule with a co
 masked, ``manifest.json`` with a sha256 per file, a 0600 archive out), ``window`` (``--last 15m``),
 ``recorded`` (the window's recording as one scrubbed, replayable cut), ``engines`` (each engine's
 raw ``/metrics``, version and models endpoints, probed now), ``launch_facts`` (launch commands,
-container inspect data and log tails, masked), ``gpu_facts`` (driver, devices, clocks, throttle reasons, ECC, XID from NVML),
+container inspect data and log tails, masked), ``gpu_facts`` (driver, devices, clocks, throttle
+reasons, ECC, XID from NVML),
 ``host_facts`` (kernel, distro, CPU, memory, Python and package versions), ``summary`` (the Markdown
 shaped like the vLLM/SGLang bug templates) and ``make`` (puts one bundle together).
 
