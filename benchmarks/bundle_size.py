@@ -5,7 +5,7 @@ load; a hub collects them for a few seconds at 1 s. The 15-minute recording is m
 those real status documents: one document a second for ``--minutes`` (each a real one, its time
 moved), and each engine's real raw /metrics payload once a minute, written with RecordingWriter.
 Then the bundle is made against the live simulators (their endpoints are probed for real) in
-this process, with the hub stopped, timing wall and CPU (time.process_time); and once more by
+this process, with the hub and the load stopped, timing wall and CPU (time.process_time); and once more by
 `enginedeck bundle` in a child process (wall and the child's CPU: imports, its own fresh
 snapshot). Prints sizes, times, the files and the load average.
 Usage: python benchmarks/bundle_size.py [--minutes 15] [--engines 8]
@@ -54,6 +54,8 @@ def main() -> int:
         time.sleep(a.collect)
         hub.stop()
         snapshot = hub.latest()
+        if fleet.load is not None:  # the load runs in this process: its CPU would count as the bundle's
+            fleet.load.stop()
         raw = {}
         for inst in instances:
             with urllib.request.urlopen(inst.url + inst.profile.metrics.path, timeout=10) as r:
