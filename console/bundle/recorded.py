@@ -108,6 +108,13 @@ def window_recording(folder: Path | None, window: Window, scrubber: Scrubber,
         part.covers, part.source = True, str(folder)
         part.note = f"recorded: {len(docs)} snapshots in the window"
         raws = rec.raw_payloads(window.start, window.end) if rec is not None else iter(())
+        # A recorder keeps its last few seconds in memory until it writes the frame: the caller's
+        # snapshots newer than the recording's last one close that gap.
+        newer = [(s.taken_at, counting.doc(status_doc(s))) for s in fallback()
+                 if docs[-1][0] < s.taken_at <= window.end]  # fmt: skip
+        if newer:
+            docs += newer
+            part.note += f", and {len(newer)} newer one(s) enginedeck had"
     else:
         docs = [(s.taken_at, counting.doc(status_doc(s))) for s in fallback()]
         raws = iter(())

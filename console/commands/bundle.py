@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--engine", action="append", default=[], metavar="NAME|PROFILE@URL",
                    help="an engine to include (configured name or PROFILE@URL); repeatable; default every configured")
     p.add_argument("--recording", metavar="DIR", help="the recording folder to cut the window from "
-                   "(default: where `enginedeck record` and the console write)")  # fmt: skip
+                   "(default: [console] recording_dir, else where `enginedeck record` writes)")  # fmt: skip
     p.add_argument("--log-lines", type=int, default=500, metavar="N", help="log lines per engine (default 500)")
     p.add_argument("--gpus", choices=["nvml", "simulated", "none"], help="GPU source of the snapshot "
                    "(default: from config, nvml)")  # fmt: skip
@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from console.commands.status import EXIT_CONFIG
     from console.config import load_config, resolve_engines
     from console.errors import UserError
+    from console.recording import default_recording_dir
 
     last = parse_duration(args.last)
     if args.log_lines < 0:
@@ -81,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     gpu_source = args.gpus or cfg.console.gpu_source
     req = BundleRequest(instances=instances, window=Window.last(last, now), dest=dest,
                         snapshot=lambda: _fresh_snapshot(instances, gpu_source),
-                        recording_dir=Path(args.recording).expanduser() if args.recording else None,
+                        recording_dir=Path(args.recording or cfg.console.recording_dir or default_recording_dir()
+                                           ).expanduser(),
                         log_lines=args.log_lines)  # fmt: skip
     try:
         result = make_bundle(req)

@@ -565,7 +565,8 @@ def _global_actions(app: DeckApp) -> list[Action]:
                lambda host: host.show_screen("gpus"), footer=False),
         Action("replay_seek", "t", "Replay: go to a time ('10m ago', 19:05, -5m)", REPLAY_GROUP,
                lambda _: app.open_seek(), short="seek"),
-        BundleKey(app).action(),
+        BundleKey(app, recording_dir=lambda: app.recording_control.directory if app.recording_control else None
+                  ).action(),
     ]
 
 

@@ -29,9 +29,13 @@ DEFAULT_LAST_S = 15 * 60
 class BundleKey:
     """At most one bundle at a time; a second press while one is written says so."""
 
-    def __init__(self, app: App[Any], folder: Callable[[], Path] = Path.cwd) -> None:
+    def __init__(self, app: App[Any], folder: Callable[[], Path] = Path.cwd,
+                 recording_dir: Callable[[], Path | None] = lambda: None) -> None:
+        """``recording_dir``: the folder the console's REC writes into while it records (None: the
+        default recording folder, where `enginedeck record` writes)."""
         self.app = app
         self.folder = folder
+        self.recording_dir = recording_dir
         self._busy = threading.Lock()
 
     def action(self) -> Action:
@@ -74,6 +78,7 @@ class BundleKey:
             window=Window.last(DEFAULT_LAST_S, now),
             dest=free_path(self.folder() / default_name(host_name or _hostname(), now)),
             snapshot=fleet,
+            recording_dir=self.recording_dir(),
             screenshot_svg=self.app.export_screenshot(),
             logs=logs,
             xid_errors=xids,
@@ -100,9 +105,10 @@ class BundleKey:
         rec = result.manifest.get("recording", {})
         covered = (f"{rec.get('documents')} recorded snapshots of the window" if rec.get("covers_window")
                    else "no recording covers the window")  # fmt: skip
-        self.app.notify(f"Incident bundle written: {path} ({result.bytes / 1024:.0f} KiB, {masked} secrets masked, "
-                        f"{covered}). Path sent to the terminal (OSC 52); if nothing pastes, the terminal "
-                        "does not allow OSC 52 copies", timeout=15)  # fmt: skip
+        # The path first: a small terminal shows only the toast's first lines.
+        self.app.notify(f"Incident bundle written: {path} (path sent to the terminal, OSC 52; if nothing pastes, "
+                        f"the terminal does not allow it). {result.bytes / 1024:.0f} KiB, {masked} secrets "
+                        f"masked, {covered}.", timeout=15)  # fmt: skip
 
 
 def _hostname() -> str:

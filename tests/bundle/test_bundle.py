@@ -139,3 +139,17 @@ def test_a_dead_engine_is_a_reason_not_a_failed_bundle(tmp_path: Path) -> None:
     assert probes["answers"]["metrics"]["error"] == "connection refused"
     assert "connection refused" in (root / "README.md").read_text()
     assert result.seconds < 10
+
+
+def test_the_snapshot_newer_than_the_recording_closes_its_gap(tmp_path: Path, engines: list[SimProc]) -> None:
+    """A recorder writes its last seconds only when the frame is full: the caller's newer snapshot
+    is added after the recorded ones."""
+    instances = _instances(engines)
+    snaps = _snapshots(instances, 3)
+    with RecordingWriter(tmp_path / "rec") as w:
+        for s in snaps[:2]:
+            w.add(status_doc(s), at=s.taken_at)
+    root = extract(_bundle(tmp_path, instances, snaps, tmp_path / "rec").path, tmp_path / "x")
+    rec = json.loads((root / "manifest.json").read_text())["recording"]
+    assert rec["covers_window"] and rec["documents"] == 3 and "1 newer one(s)" in rec["note"]
+    assert [t for t, _ in Recording.open(root / rec["path"]).documents()] == [s.taken_at for s in snaps]

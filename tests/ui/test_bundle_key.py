@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import socket
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,7 +77,7 @@ async def test_ctrl_s_writes_a_bundle_and_sends_its_path(tmp_path: Path, monkeyp
             await _until(pilot, lambda: any(n.startswith("Incident bundle written") for n in _notices(app)))
             [archive] = list(tmp_path.glob("enginedeck-bundle-*.tar.gz"))
             done = next(n for n in _notices(app) if n.startswith("Incident bundle written"))
-            assert str(archive) in done and "sent to the terminal (OSC 52)" in done
+            assert str(archive) in done and "path sent to the terminal, OSC 52" in done
             assert app.clipboard == str(archive)
     files = _files(archive)
     names = set(files)
@@ -129,3 +131,28 @@ async def test_a_replay_refuses_the_bundle_key(tmp_path: Path, monkeypatch: pyte
     finally:
         src.stop()
     assert not list(tmp_path.glob("enginedeck-bundle-*"))
+
+
+async def test_while_the_console_records_the_bundle_holds_its_recording(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    src = FrozenSource()
+    app = DeckApp(src, options=UiOptions(simulated=True), profiles=load_profiles(), clock=clock,
+                  recording=lambda: RecordingWriter(tmp_path / "rec", frame_s=0.0))  # fmt: skip
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        ctl = app.recording_control
+        await _until(pilot, lambda: ctl is not None and ctl.active)
+        for _ in range(3):  # snapshots of now, so that they fall in the bundle's last 15 minutes
+            src.publish(dataclasses.replace(src.latest(), taken_at=time.time()))
+            await pilot.pause(0.3)
+        await pilot.press("ctrl+s")
+        await _until(pilot, lambda: any(n.startswith("Incident bundle written") for n in _notices(app)))
+        done = next(n for n in _notices(app) if n.startswith("Incident bundle written"))
+        await pilot.press("ctrl+r")
+        await pilot.pause(0.5)
+    [archive] = list(tmp_path.glob("enginedeck-bundle-*.tar.gz"))
+    rec = json.loads(_files(archive)["manifest.json"])["recording"]
+    assert rec["covers_window"] and rec["documents"] >= 1 and rec["source"] == str(tmp_path / "rec"), rec
+    assert f"{rec['documents']} recorded snapshots of the window" in done
