@@ -62,6 +62,7 @@ class ReplaySource:
         self.bad_documents = 0
         self._interval = _typical_interval(recording)
         self._row_cache: OrderedDict[int, list[list[Row]]] = OrderedDict()
+        self._history_due = False  # after a jump: the charts' full window is still to be built
         pos, snap = self._seek(span[0] if start is None else start)
         self._pos = pos
         self._snap = snap
@@ -186,18 +187,23 @@ class ReplaySource:
             self._row_cache.popitem(last=False)
         return out
 
-    def _seek(self, t: float) -> tuple[Pos, FleetSnapshot]:
-        """The position at ``t`` and its snapshot, with the history rebuilt for the window before it."""
+    def _locate(self, t: float) -> tuple[Pos, FleetSnapshot]:
+        """The position at ``t`` and its snapshot (one frame decoded)."""
         rec = self.recording
         pos = rec.doc_at(t)
         if pos is None:
             raise RecordingError(f"{rec.path}: the recording holds no snapshots")
-        at, doc = rec.doc(pos)
-        snap = self._snapshot(doc)
+        snap = self._snapshot(rec.doc(pos)[1])
         if snap is None:
             raise RecordingError(f"{rec.path}: the snapshot at that time cannot be read (not enginedeck.status/2)")
+        return pos, snap
+
+    def _history_to(self, pos: Pos, *, points: int | None = None) -> History:
+        """The history the live hub held at ``pos``: up to ``points`` snapshots before it."""
+        rec = self.recording
+        at = rec.doc(pos)[0]
+        lo = at - (self.history_points if points is None else points) * self._interval
         history = History(capacity=self._capacity)
-        lo = at - self.history_points * self._interval
         series: dict[tuple[str, str], list[tuple[float, float | None]]] = {}
         with _no_gc():  # hundreds of documents become garbage at once: one collection, at the end
             for i in range(max(0, rec.frame_index(lo)), pos[0] + 1):
@@ -213,8 +219,22 @@ class ReplaySource:
                             pts.append((rt, v))
         for key, pts in series.items():
             history.extend(key, pts)
-        self.history = history
+        return history
+
+    def _seek(self, t: float) -> tuple[Pos, FleetSnapshot]:
+        """The position at ``t`` and its snapshot, with the history rebuilt for the window before it."""
+        pos, snap = self._locate(t)
+        self.history = self._history_to(pos)
         return pos, snap
+
+    def _jump(self, t: float) -> None:
+        """Seek for a command: the snapshot is published at once with the history of its own frame;
+        the charts' full window follows as soon as no other command waits (``_history_due``)."""
+        pos, snap = self._locate(t)
+        self.history = self._history_to(pos, points=0 if pos[1] == 0 else pos[1])
+        self._move_to(pos, snap)
+        self._history_due = True
+        self._publish()
 
     def _move_to(self, pos: Pos, snap: FleetSnapshot) -> None:
         with self._lock:
@@ -271,6 +291,10 @@ class ReplaySource:
                 if cmd[0] == "stop":
                     return
                 self._handle(cmd)
+                if self._history_due and self._cmds.empty():
+                    self._history_due = False
+                    self.history = self._history_to(self._pos)
+                    self._publish()
             except RecordingError:
                 continue  # a seek into an unreadable part: stay where we are
             due = time.monotonic()
@@ -290,11 +314,9 @@ class ReplaySource:
             self._playing = bool(cmd[1])
             self._publish()
         elif kind == "seek":
-            self._move_to(*self._seek(float(cmd[1])))
-            self._publish()
+            self._jump(float(cmd[1]))
         elif kind == "skip":
-            self._move_to(*self._seek(self.position + float(cmd[1])))
-            self._publish()
+            self._jump(self.position + float(cmd[1]))
         elif kind == "step":
             self._playing = False
             n = int(cmd[1])
@@ -308,7 +330,8 @@ class ReplaySource:
                         break
                     pos = prev
                 if pos != self._pos:
-                    self._move_to(*self._seek(self.recording.doc(pos)[0]))
+                    self._jump(self.recording.doc(pos)[0])
+                    return
             self._publish()
         elif kind == "wake":
             pass

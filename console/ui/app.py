@@ -457,7 +457,8 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
     async def open_help(self) -> None:
         from console.ui.screens.modals import HelpScreen
 
-        await self.push_screen(HelpScreen(self.registry, read_only=self.options.read_only))
+        await self.push_screen(HelpScreen(self.registry, read_only=self.options.read_only,
+                                          reason=self.options.read_only_reason))
 
     async def control(self, verb: str) -> None:
         """start/stop/restart the engine under the cursor, after confirmation."""

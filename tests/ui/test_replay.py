@@ -3,6 +3,7 @@ snapshots, the timeline keys move it, and everything that would act on an engine
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,31 +92,41 @@ async def test_replay_shows_exactly_what_the_console_showed_for_the_recorded_sna
     assert any("%" in line for line in replayed["overview"])  # the tables were filled
 
 
+async def _until(pilot: Any, cond: Any, timeout: float = 15.0) -> None:
+    """Wait for ``cond()``: the replay's own thread carries the keys out, on a loaded machine too."""
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+    assert cond()
+
+
 async def test_timeline_keys_and_refusals(recording: Recording) -> None:
     src = ReplaySource(recording, start=T0 + 20, playing=False)
     src.start()
     app = _replay_app(src)
+
+    def at(t: float) -> bool:
+        return app.fleet is not None and app.fleet.taken_at == t
+
     try:
         async with app.run_test(size=(80, 24), notifications=True) as pilot:
             await pilot.pause(0.2)
             top = app.screen.query_one(TopBar)
             assert "REPLAY" in str(top.content) and "❚❚" in str(top.content)
             await pilot.press("full_stop", "full_stop")
-            await pilot.pause(0.5)
-            assert app.fleet is not None and app.fleet.taken_at == T0 + 22
+            await _until(pilot, lambda: at(T0 + 22))
             await pilot.press("comma")
-            await pilot.pause(0.5)
-            assert app.fleet.taken_at == T0 + 21
+            await _until(pilot, lambda: at(T0 + 21))
             await pilot.press("greater_than_sign")
-            await pilot.pause(0.5)
-            assert app.fleet.taken_at == T0 + N - 1  # a minute on: the end of this one-minute recording
+            await _until(pilot, lambda: at(T0 + N - 1))  # a minute on: the end of this one-minute recording
             await pilot.press("t")
             await pilot.pause(0.2)
             await pilot.press(*str(int(T0 + 10)), "enter")
-            await pilot.pause(0.5)
-            assert app.fleet.taken_at == T0 + 10
+            await _until(pilot, lambda: at(T0 + 10))
+            # The snapshot comes at once, the charts' window right after: 11 points up to T0 + 10.
+            await _until(pilot, lambda: len(src.history.values(("eng-0", "kv_usage"))) == 11)
             await pilot.press("R", "P", "ctrl+r")
-            await pilot.pause(0.3)
+            await _until(pilot, lambda: len(app._notifications) >= 3)
             said = [str(n.message) for n in app._notifications]
             assert "replay: restart engine is disabled" in said
             assert any(m.startswith("replay: the playground") for m in said)
@@ -123,8 +134,8 @@ async def test_timeline_keys_and_refusals(recording: Recording) -> None:
             assert app.screen_name == "overview"
             await pilot.press("plus")
             await pilot.press("space")
-            await pilot.pause(1.5)
-            assert src.speed == 2.0 and app.fleet.taken_at > T0 + 10
-            assert "▶ 2x" in str(app.screen.query_one(TopBar).content)
+            await _until(pilot, lambda: app.fleet is not None and app.fleet.taken_at > T0 + 10)
+            assert src.speed == 2.0
+            await _until(pilot, lambda: "▶ 2x" in str(app.screen.query_one(TopBar).content))
     finally:
         src.stop()

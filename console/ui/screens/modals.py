@@ -66,16 +66,18 @@ class HelpScreen(_Popup):
     BINDINGS: ClassVar = [Binding("escape,q,question_mark,f1", "dismiss", "Close", show=False)]
     closed_by = "help"
 
-    def __init__(self, registry: ActionRegistry, *, read_only: bool) -> None:
+    def __init__(self, registry: ActionRegistry, *, read_only: bool, reason: str = "") -> None:
         super().__init__()
         self.registry = registry
         self.read_only = read_only
+        self.reason = reason  # why read-only ("replay"); "" for read-only mode
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box", classes="popup"):
             note = Text("Keys (also in the command palette, ctrl+p). ", style="bold")
             if self.read_only:
-                note.append("Read-only mode: engine control is disabled and not listed.", style=fmt.WARN)
+                why = "Replay" if self.reason == "replay" else "Read-only mode"
+                note.append(f"{why}: engine control is disabled and not listed.", style=fmt.WARN)
             note.append("\nCells: 'n/a' = not exported / no data yet (never 0) · '~' = few samples · "
                         "'>' = beyond the largest histogram bucket · '--' = engine not answering · "
                         "'stale N s: why' = last collection failed N s ago", style="dim")
