@@ -39,7 +39,7 @@ class BundleKey:
         self._busy = threading.Lock()
 
     def action(self) -> Action:
-        return Action("bundle", "ctrl+s", "Incident bundle: one archive for a bug report", "Global", self.run,
+        return Action("bundle", "ctrl+s", "Incident bundle for a bug report", "Global", self.run,
                       short="bundle", footer=False)  # fmt: skip
 
     def run(self, host: DeckHost) -> None:
