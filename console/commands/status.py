@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         deadline = time.monotonic() + args.sample
         hub.wait_published(timeout=max(args.sample, 3.0) + 2.0)
-        _wait_until_collected(hub, deadline + 3.0)
+        wait_until_collected(hub, deadline + 3.0)
         time.sleep(max(0.0, deadline - time.monotonic()))
         code = _report(hub, args)
         while args.watch:
@@ -88,7 +88,7 @@ def _no_engines_reason(cfg: Any) -> str:
     return f"no engine configured {where}; add one under [engines] or pass --engine PROFILE@URL"
 
 
-def _wait_until_collected(hub: Any, deadline: float) -> None:
+def wait_until_collected(hub: Any, deadline: float) -> None:
     """Wait until every engine has been probed once (its health has a verdict) and the host is in."""
     while time.monotonic() < deadline:
         snap = hub.latest()

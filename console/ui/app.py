@@ -34,6 +34,7 @@ from console.recording.writer import RecordingWriter
 from console.resources import data_dir
 from console.telemetry.source import FleetSource
 from console.ui.actions import Action, ActionRegistry, display_key
+from console.ui.bundle_key import BundleKey
 from console.ui.control import LifecycleControl
 from console.ui.host import DeckHost, HostApp
 from console.ui.host import UiOptions as UiOptions  # re-exported: callers build the app with it
@@ -633,6 +634,8 @@ def _global_actions(app: DeckApp) -> list[Action]:
                lambda host: host.show_screen("gpus"), footer=False),
         Action("replay_seek", "t", "Replay: go to a time ('10m ago', 19:05, -5m)", REPLAY_GROUP,
                lambda _: app.open_seek(), short="seek"),
+        BundleKey(app, recording_dir=lambda: app.recording_control.directory if app.recording_control else None
+                  ).action(),
     ]
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from console.ui.host import DeckHost
 
 # Screens that send requests to live engines: a replay has none to send them to.
-LIVE_ONLY = frozenset({"playground", "bench"})
+LIVE_ONLY = frozenset({"playground", "bench", "bundle"})  # the bundle probes live engines
 REPLAY_GROUP = "Replay"
 
 

@@ -155,12 +155,12 @@ async def test_quit_on_a_remapped_ctrl_key_works_from_a_text_box() -> None:
 
 
 async def test_read_only_refuses_a_remapped_engine_action() -> None:
-    app = _app({"stop": ["ctrl+s"]}, read_only=True)
+    app = _app({"stop": ["ctrl+y"]}, read_only=True)
     async with app.run_test(size=(80, 24)) as pilot:
         await _settle(pilot)
         notes: list[str] = []
         app.notify = lambda message, *a, **k: notes.append(str(message))  # type: ignore[method-assign]
-        await pilot.press("ctrl+s")
+        await pilot.press("ctrl+y")
         await _settle(pilot)
         assert any("read-only mode" in n and "stop" in n for n in notes), notes
         assert "stop" not in [a.id for a in app.registry.visible(read_only=True)]
@@ -228,7 +228,7 @@ def test_unknown_ids_and_keys_live_actions_would_share_are_refused(
 
 
 def test_the_same_key_on_screens_never_shown_together_is_allowed() -> None:
-    reg = _default_registry().rebound({"sort": ["i"], "bench_save": ["ctrl+s"], "stop": ["ctrl+x"]})
+    reg = _default_registry().rebound({"sort": ["i"], "bench_save": ["ctrl+y"], "stop": ["ctrl+x"]})
     assert reg.get("sort").keys == "i" and reg.get("bench_form").keys == "i"
     assert reg.get("stop").mutating  # read-only keeps refusing it, whatever its key
 
