@@ -127,14 +127,18 @@ class Scrubber:
             if any(n in low for n in needs):
                 text = sub(rx, repl, text, kind)
         if any(n in low for n in _ASSIGN_HINTS):  # fewer, shorter probes of a long chunk first
-            lines = text.split("\n")
-            for i, line in enumerate(lines):
-                lower = line.lower()
-                if any(n in lower for n in _ASSIGN_NEEDS):
-                    line = lines[i] = sub(_ASSIGN, rf"\1{MASK}", line, ASSIGN_KIND)
-                if "=" in line and any(n in line for n in _ENV_NEEDS):
-                    lines[i] = sub(_ENV_ASSIGN, rf"\1{MASK}", line, ASSIGN_KIND)
-            text = "\n".join(lines)
+            # Lines are looked at one by one only for the needles the whole text holds: a metrics
+            # payload says "token" on every other line and names no secret on any.
+            assign = any(n in low for n in _ASSIGN_NEEDS)
+            env = any(n in text for n in _ENV_NEEDS)
+            if assign or env:
+                lines = text.split("\n")
+                for i, line in enumerate(lines):
+                    if assign and any(n in line.lower() for n in _ASSIGN_NEEDS):
+                        line = lines[i] = sub(_ASSIGN, rf"\1{MASK}", line, ASSIGN_KIND)
+                    if env and "=" in line and any(n in line for n in _ENV_NEEDS):
+                        lines[i] = sub(_ENV_ASSIGN, rf"\1{MASK}", line, ASSIGN_KIND)
+                text = "\n".join(lines)
         return text
 
     def data(self, value: Any) -> Any:

@@ -21,13 +21,14 @@ from console.recording.segments import SegmentWriter
 from console.recording.writer import FRAME_S, RecordingError
 
 
-def write_cut(docs: Iterable[tuple[float, dict[str, Any]]], raw: Iterable[tuple[float, str, bytes]],
+def write_cut(docs: Iterable[tuple[float, dict[str, Any] | bytes]], raw: Iterable[tuple[float, str, bytes]],
               dest: Path) -> Path:
+    """``docs``: (time, status document), the document as a dict or as its JSON text."""
     part = dest.with_name(dest.name + ".part")
     with contextlib.suppress(FileNotFoundError):
         part.unlink()
     try:
-        seg = SegmentWriter(part, indexed=False)
+        seg = SegmentWriter(part, indexed=False, level=frames.CUT_ZLIB_LEVEL)
     except OSError as exc:
         raise RecordingError(f"cannot write {dest}: {exc.strerror}") from None
     written = 0
@@ -45,7 +46,7 @@ def write_cut(docs: Iterable[tuple[float, dict[str, Any]]], raw: Iterable[tuple[
 
         for t, doc in docs:
             times.append(t)
-            lines.append(orjson.dumps(doc))
+            lines.append(doc if isinstance(doc, bytes) else orjson.dumps(doc))
             written += 1
             if t - times[0] >= FRAME_S:
                 frame()

@@ -21,6 +21,18 @@ def docs_payload(times: Sequence[float], lines: Sequence[bytes]) -> bytes:
     return b"\n".join([orjson.dumps(list(times)), *lines]) + b"\n"
 
 
+def read_doc_lines(payload: bytes) -> list[tuple[float, bytes]]:
+    """(time, the document's JSON text) for each document, without parsing the documents."""
+    parts = payload.split(b"\n")
+    try:
+        times = orjson.loads(parts[0])
+    except orjson.JSONDecodeError as exc:
+        raise PayloadError(f"not JSON: {exc}") from None
+    if not isinstance(times, list) or len(parts) < len(times) + 1:
+        raise PayloadError("fewer documents than times")
+    return [(float(t), line) for t, line in zip(times, parts[1:], strict=False)]
+
+
 def read_docs(payload: bytes) -> Iterator[tuple[float, dict[str, Any]]]:
     parts = payload.split(b"\n")
     try:

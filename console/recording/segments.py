@@ -105,8 +105,9 @@ class Segment:
 class SegmentWriter:
     """Appends frames to one data file (created 0600) and, when ``indexed``, entries to its index."""
 
-    def __init__(self, path: Path, *, indexed: bool = True) -> None:
+    def __init__(self, path: Path, *, indexed: bool = True, level: int = frames.ZLIB_LEVEL) -> None:
         self.path = path
+        self.level = level
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         self._fd = os.open(path, flags | os.O_EXCL, 0o600)
         self._idx = os.open(index_path(path), flags | os.O_TRUNC, 0o600) if indexed else -1
@@ -119,7 +120,7 @@ class SegmentWriter:
               use_dict: bool = False) -> None:
         """One frame, in one ``write`` (a kill leaves it whole or torn, never interleaved)."""
         data = frames.encode(kind, payload, t_first=t_first, t_last=t_last, count=count,
-                             zdict=self.zdict if use_dict else None)
+                             zdict=self.zdict if use_dict else None, level=self.level)
         info = frames.parse_header(data, self.size)
         assert info is not None
         _write_all(self._fd, data)
