@@ -151,6 +151,37 @@ class LifecycleView:
 
 
 @dataclass(frozen=True, slots=True)
+class EnergyView:
+    """Energy of one engine (or one GPU) over the energy window; computed by
+    ``console.telemetry.energy`` from the GPUs' energy counters and the engine's token counters.
+
+    ``source``: "counter" (NVML's total-energy counter), "integrated" (power sampled at 10 Hz and
+    integrated, where the counter is not supported: less exact), "simulated" (the demo's GPUs) or
+    "mixed". ``attribution``: "exact" (the engine has its GPUs alone) or "estimate" (a shared GPU
+    or MIG: the GPU's energy split by memory share; ``reason`` says why).
+    """
+
+    joules: float | None = None  # over ``window_s``
+    window_s: float | None = None
+    power_w: float | None = None  # joules / window_s
+    tokens_per_joule: float | None = None  # generated tokens / J
+    total_tokens_per_joule: float | None = None  # (prompt + generated) tokens / J
+    joules_per_1k_output: float | None = None
+    idle_w: float | None = None  # mean power while idle (no running request, no tokens) in the last minutes
+    busy_w: float | None = None  # mean power while serving, same span
+    total_joules: float | None = None  # since the console started watching (reset-safe)
+    source: str = ""
+    attribution: str = "exact"
+    reason: str = ""  # why an estimate, or why n/a
+    gpus: tuple[int, ...] = ()
+    simulated: bool = False
+
+    @property
+    def estimate(self) -> bool:
+        return self.attribution != "exact"
+
+
+@dataclass(frozen=True, slots=True)
 class EngineSnapshot:
     """Everything known about one engine instance at one moment."""
 
@@ -177,6 +208,7 @@ class EngineSnapshot:
     rss_bytes: int | None = None
     last_log_line: str = ""
     lifecycle: LifecycleView | None = None  # managed engines: what engine control says
+    energy: EnergyView | None = None  # None: no GPU energy for this engine (no GPU, no counter yet)
 
     @property
     def live(self) -> bool:
@@ -213,6 +245,12 @@ class GpuSnapshot:
     xid_errors: tuple[int, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
     simulated: bool = False
+    # Energy: NVML's total-energy counter (mJ since the driver loaded; Volta+), or, where the device
+    # lacks it, power integrated at 10 Hz since the console started ("integrated").
+    energy_mj: float | None = None
+    energy_source: str = ""  # "counter" | "integrated" | "simulated" | "" (n/a)
+    mig: bool | None = None  # MIG mode on: the counter covers the whole device, not one instance
+    energy: EnergyView | None = None  # windowed figures, filled in by the hub
 
     @property
     def mem_percent(self) -> float | None:
