@@ -119,6 +119,12 @@ class NvmlSource:
     def initialised(self) -> bool:
         return self._initialised
 
+    def nvml_module(self) -> Any:
+        """The pynvml module this source uses (imported and initialised on demand); for checks that
+        call NVML directly (scripts/gpu_check.py). NVML calls may come from any thread."""
+        self._ensure_init()
+        return self._nvml
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _ensure_init(self) -> GpuFleet | None:
