@@ -91,6 +91,38 @@ class Rates:
 
 
 @dataclass(frozen=True, slots=True)
+class SpecDecode:
+    """Speculative decoding over 60 s (``window`` "60s") from the counters, or the engine's own gauges
+    (``window`` "gauge": SGLang's last batch)."""
+
+    acceptance_rate: float | None = None  # accepted / draft tokens (0-1)
+    acceptance_length: float | None = None  # tokens per verification step: 1 + accepted / drafts
+    draft_share: float | None = None  # share of the generated tokens that were accepted drafts
+    window: str = "60s"
+
+
+@dataclass(frozen=True, slots=True)
+class KvTransfer:
+    """KV-cache transfer of disaggregated prefill/decode (vLLM's NIXL connector counters over 60 s,
+    or SGLang's gauges)."""
+
+    bytes_per_s: float | None = None  # bytes moved per second of wall time
+    link_gb_s: float | None = None  # GB/s while transferring (bytes / transfer time), or the gauge
+    latency_s: float | None = None  # mean time of one transfer
+    failures_per_s: Rates = Rates()
+
+
+@dataclass(frozen=True, slots=True)
+class LoraState:
+    """LoRA adapters (vLLM lora_requests_info, SGLang lora_pool_*)."""
+
+    running: float | None = None  # adapters with running requests
+    waiting: float | None = None  # adapters with waiting requests
+    slots_used: float | None = None
+    slots_total: float | None = None  # max_lora
+
+
+@dataclass(frozen=True, slots=True)
 class ModelMetrics:
     """Normalised metrics of one served model on one engine (DP/TP series already combined)."""
 
@@ -115,6 +147,10 @@ class ModelMetrics:
     queue_time: Quantiles = Quantiles()
     # Current counter values (after reset correction), canonical name -> value.
     counters: dict[str, float] = field(default_factory=dict)
+    # Present only where the engine exposes the series (None: no such panel).
+    spec: SpecDecode | None = None
+    kv_transfer: KvTransfer | None = None
+    lora: LoraState | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,7 +100,7 @@ def gpu_shares(g: GpuSnapshot, claimants: Iterable[str]) -> dict[str, _Share]:
     elif others:
         why = f"GPU {g.index} also runs processes of no engine; split by memory share"
     elif not procs:
-        why = f"no process visible on GPU {g.index}: assumed to be {names[0]}'s alone"
+        why = "no GPU process visible: assumed to be the engine's alone"
     else:
         return {names[0]: _Share(1.0, True, "")}
     mem: dict[str, int] = {}

@@ -54,6 +54,7 @@ from operator import sub as _sub
 
 from console.model import ModelMetrics, Quantiles, Rates
 from console.profiles import EngineProfile
+from console.telemetry import features
 from console.telemetry.readings import HistogramSeries, Reading, SeriesKey, finite_sum
 
 __all__ = [
@@ -441,7 +442,17 @@ class EngineMetricsState:
         def quant(canonical: str) -> Quantiles:
             return self._quantiles(models, canonical) if canonical in spec_map else Quantiles()
 
+        base = self._base_index(HIT_RATE_WINDOW)
+
+        def increase(canonical: str) -> float | None:
+            return None if base is None else self._counter_increase(base, models, (canonical,))
+
+        window = None if base is None else self._frames[-1].t - self._frames[base].t
         return ModelMetrics(
+            spec=features.spec_decode(increase, lambda c: gauge(c, "mean"), counters.get),
+            kv_transfer=features.kv_transfer(increase, lambda c: gauge(c, "mean"), window,
+                                             rates("kv_transfer_failures")),
+            lora=features.lora(lambda c: gauge(c, "max")),
             model=name,
             running=gauge("running", "sum"),
             waiting=gauge("waiting", "sum"),

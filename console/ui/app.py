@@ -372,7 +372,8 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         metric, engine = s.explain_target()
         snap = self.fleet.engine(engine) if (self.fleet and engine) else None
         profile = self.profiles.get(snap.profile) if snap else None
-        await self.push_screen(ExplainScreen(metric, profile, engine or "", simulated=self.options.simulated))
+        await self.push_screen(ExplainScreen(metric, profile, engine or "", simulated=self.options.simulated,
+                                             energy=snap.energy if snap else None))
 
     async def open_help(self) -> None:
         from console.ui.screens.modals import HelpScreen

@@ -170,6 +170,30 @@ METRICS: dict[str, MetricInfo] = {
         gpu=True,
         how="nvmlDeviceGetPowerUsage() / 1000, nvmlDeviceGetEnforcedPowerLimit()",
     ),
+    "gpu_energy": MetricInfo(
+        "GPU energy",
+        "Energy the GPU used over the last 60 s (less just after start), from its cumulative energy counter.",
+        "kJ over the window",
+        "follows load; at idle about the idle power times 60 s",
+        gpu=True,
+        how="Δ nvmlDeviceGetTotalEnergyConsumption() (mJ since the driver loaded; Volta and newer) over the "
+        "window; a counter that goes down (driver reload) adds that interval's sampled power × time, never a "
+        "spike. Without the counter, power sampled at 10 Hz in a thread of its own and integrated, marked ≈ "
+        "(less exact: sampled power covers only part of the runtime)",
+    ),
+    "tokens_per_joule": MetricInfo(
+        "Tokens per joule",
+        "Generated tokens per joule of the engine's GPUs over the last 60 s (status --json also has "
+        "(prompt + generated) tokens per joule, joules per 1k output tokens, and idle against busy power).",
+        "tokens / J",
+        "higher is better; it rises with batch size until the GPU saturates, and is 0 at idle",
+        ("generation_tokens", "prompt_tokens"),
+        "Δ generated tokens / Σ over the engine's GPUs of (its share × Δ GPU energy), both over the same "
+        "snapshots. The share is 1, 'exact', on a GPU whose every process is this engine's. On a shared GPU "
+        "(other engines or processes of no engine), on MIG (the counter covers the whole device) or with no "
+        "GPU process visible, the GPU's energy is split by its processes' GPU memory (equally where unknown) "
+        "and the figure is an estimate, marked ~",
+    ),
     "gpu_engine": MetricInfo(
         "Owning engine",
         "Which engine instance the GPU's processes belong to (process → container → engine).",

@@ -13,6 +13,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from console.model import EnergyView
 from console.profiles import EngineProfile
 from console.ui import format as fmt
 from console.ui.actions import ActionRegistry, display_key
@@ -87,8 +88,10 @@ class ExplainScreen(_Popup):
     BINDINGS: ClassVar = [Binding("escape,q,e", "dismiss", "Close", show=False)]
     closed_by = "explain"
 
-    def __init__(self, metric: str, profile: EngineProfile | None, engine: str, *, simulated: bool) -> None:
+    def __init__(self, metric: str, profile: EngineProfile | None, engine: str, *, simulated: bool,
+                 energy: EnergyView | None = None) -> None:  # fmt: skip
         super().__init__()
+        self.energy = energy
         self.metric = metric
         self.profile = profile
         self.engine = engine
@@ -96,7 +99,8 @@ class ExplainScreen(_Popup):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="explain-box", classes="popup"):
-            yield Static(explain_key(self.metric, self.profile, engine_name=self.engine, simulated=self.simulated),
+            yield Static(explain_key(self.metric, self.profile, engine_name=self.engine, simulated=self.simulated,
+                                     energy=self.energy),
                          id="explain-text")
             yield Static(Text("esc to close", style="dim"))
 
