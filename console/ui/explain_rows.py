@@ -186,10 +186,12 @@ def energy_now(view: EnergyView | None) -> Text:
 
     def num(v: float | None, f: str) -> str:
         return "n/a" if v is None else f.format(v)
-    out.append(f"{num(view.tokens_per_joule, '{:.3f}')} tok/J generated, {num(view.total_tokens_per_joule, '{:.3f}')}"
-               f" tok/J with prompt, {num(view.joules_per_1k_output, '{:.0f}')} J per 1k output tokens, "
-               f"{num(view.power_w, '{:.0f}')} W over {num(view.window_s, '{:.0f}')} s; idle "
-               f"{num(view.idle_w, '{:.0f}')} W, busy {num(view.busy_w, '{:.0f}')} W\n")  # fmt: skip
+
+    out.append(f"{num(view.tokens_per_joule, '{:.3f} tok/J')} generated, "
+               f"{num(view.total_tokens_per_joule, '{:.3f} tok/J')} with prompt, "
+               f"{num(view.joules_per_1k_output, '{:.0f} J')} per 1k output tokens, "
+               f"{num(view.power_w, '{:.0f} W')} over {num(view.window_s, '{:.0f} s')}; "
+               f"idle {num(view.idle_w, '{:.0f} W')}, busy {num(view.busy_w, '{:.0f} W')}\n")  # fmt: skip
     source = {"counter": "NVML total-energy counter", "integrated": "power integrated at 10 Hz (no counter)",
               "simulated": "the simulated GPUs' counter (demo)", "mixed": "counter on some GPUs, integrated on others"}
     out.append(f"  GPUs {', '.join(map(str, view.gpus)) or '-'}: {source.get(view.source, view.source or 'n/a')}\n")

@@ -116,7 +116,7 @@ COLUMNS: tuple[Column, ...] = (
            lambda e: _num(_rate(_m(e).error_rate)), 3),
     # Generated tokens per joule of the engine's GPUs over 60 s; "~" marks an estimate (shared GPU).
     Column("tpj", "tok/J", 6, "tokens_per_joule", lambda e, ctx: fmt.tok_per_joule(e.energy),
-           lambda e: _num(e.energy.tokens_per_joule if e.energy else None), 7),
+           lambda e: _num(e.energy.tokens_per_joule if e.energy else None), 6),
 )
 SORTABLE = [c for c in COLUMNS if c.sort is not None]
 
