@@ -115,7 +115,12 @@ _BENCH: tuple[tuple[str, str], ...] = (
     ),
     ("gpu_util", "Mean GPU utilisation of the engine's GPUs during the level (simulated in the demo)."),
     ("gpu_power", "Mean GPU power draw of the engine's GPUs during the level (simulated in the demo)."),
-    ("tokens_per_joule", "Output tokens per joule of GPU energy during the level."),
+    ("tokens_per_joule", "Output tokens per joule of GPU energy in the level's steady state (warm-up and drain "
+                         "excluded): the tokens of that window / the energy of the engine's GPUs over the same "
+                         "window, from their energy counter (else power integrated at 10 Hz; without either, "
+                         "the mean sampled power)."),
+    ("joules_per_1k_output", "GPU energy per 1,000 output tokens in the steady state (1000 / tokens per joule)."),
+    ("joules_per_response", "GPU energy per completed response: J per output token × mean output tokens."),
     (
         "client_cpu",
         "CPU the load generator itself used: near 100% of a core means the client, not the "
