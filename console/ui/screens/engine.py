@@ -143,6 +143,8 @@ def identity_table(e: EngineSnapshot, app: DeckHost, now: float) -> Table:
 class EngineScreen(DeckScreen):
     deck_name = "engine"
     deck_title = "engine"
+    # The tab bar, as before the panels above it existed (they take focus only when chosen, for e).
+    AUTO_FOCUS = "Tabs"
 
     def __init__(self, engine: str) -> None:
         super().__init__()
