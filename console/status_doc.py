@@ -85,6 +85,16 @@ def model_doc(m: ModelMetrics) -> dict[str, Any]:
         "tpot_s": quantiles_doc(m.tpot),
         "e2e_s": quantiles_doc(m.e2e),
         "queue_time_s": quantiles_doc(m.queue_time),
+        # null where the engine exports no such series (docs/status-json.md, "Optional features").
+        "spec_decode": None if m.spec is None else {
+            "acceptance_rate": _round(m.spec.acceptance_rate), "acceptance_length": _round(m.spec.acceptance_length),
+            "draft_share": _round(m.spec.draft_share), "window": m.spec.window},
+        "kv_transfer": None if m.kv_transfer is None else {
+            "bytes_per_s": _round(m.kv_transfer.bytes_per_s, 1), "link_gb_s": _round(m.kv_transfer.link_gb_s, 4),
+            "latency_s": _round(m.kv_transfer.latency_s), "failures_per_s": rates_doc(m.kv_transfer.failures_per_s)},
+        "lora": None if m.lora is None else {
+            "running": m.lora.running, "waiting": m.lora.waiting, "slots_used": m.lora.slots_used,
+            "slots_total": m.lora.slots_total},
     }
 
 

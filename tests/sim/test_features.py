@@ -11,6 +11,7 @@ import pytest
 
 from console.profiles import get_profile
 from console.sim.engines.features import KV_BYTES_PER_TOKEN, LINK_GB_S, SpecMode, lora_adapters, spec_counts
+from console.status_doc import model_doc
 from console.telemetry.normalize import normalize
 from console.telemetry.windows import EngineMetricsState
 from tests.sim.conftest import chat, parse_metrics, sample_value, sim
@@ -38,6 +39,8 @@ async def test_without_the_modes_there_is_no_panel(engine: str) -> None:
             st.ingest(t, normalize(profile, text))
     _, total = st.metrics()
     assert total.spec is None and total.kv_transfer is None and total.lora is None
+    doc = model_doc(total)
+    assert doc["spec_decode"] is None and doc["kv_transfer"] is None and doc["lora"] is None
     assert not any(n in text for n in ("spec_", "nixl", "kv_transfer", "lora"))
 
 
@@ -84,6 +87,10 @@ async def test_vllm_spec_decode_pd_and_lora_series_and_what_the_console_makes_of
     assert kv.failures_per_s.r60s == pytest.approx(2 / 10.0)
     lora = total.lora
     assert lora is not None and lora.slots_total == 2.0 and lora.running == 0.0 and lora.waiting == 0.0
+    doc = model_doc(total)
+    assert doc["spec_decode"]["window"] == "60s" and doc["spec_decode"]["acceptance_rate"] == pytest.approx(
+        want.accepted / want.draft_tokens, abs=1e-6)
+    assert doc["kv_transfer"]["failures_per_s"]["60s"] == pytest.approx(0.2) and doc["lora"]["slots_total"] == 2.0
 
 
 async def test_sglang_spec_pd_and_lora_gauges() -> None:
