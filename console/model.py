@@ -99,6 +99,7 @@ class SpecDecode:
     acceptance_length: float | None = None  # tokens per verification step: 1 + accepted / drafts
     draft_share: float | None = None  # share of the generated tokens that were accepted drafts
     window: str = "60s"
+    per_position: tuple[float, ...] = ()  # acceptance of draft position 1..k: Δaccepted[i] / Δdrafts
 
 
 @dataclass(frozen=True, slots=True)

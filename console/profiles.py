@@ -52,6 +52,7 @@ COUNTERS = (
     "spec_drafts",  # verification steps (vLLM num_drafts)
     "spec_draft_tokens",
     "spec_accepted_tokens",
+    "spec_accepted_per_pos",  # accepted tokens per draft position (label ``position``)
     "kv_transfer_bytes",  # KV bytes pulled from the prefill instance (NIXL)
     "kv_transfer_time",  # seconds spent in those transfers
     "kv_transfers",

@@ -88,7 +88,8 @@ def model_doc(m: ModelMetrics) -> dict[str, Any]:
         # null where the engine exports no such series (docs/status-json.md, "Optional features").
         "spec_decode": None if m.spec is None else {
             "acceptance_rate": _round(m.spec.acceptance_rate), "acceptance_length": _round(m.spec.acceptance_length),
-            "draft_share": _round(m.spec.draft_share), "window": m.spec.window},
+            "draft_share": _round(m.spec.draft_share), "window": m.spec.window,
+            "per_position": [_round(v) for v in m.spec.per_position]},
         "kv_transfer": None if m.kv_transfer is None else {
             "bytes_per_s": _round(m.kv_transfer.bytes_per_s, 1), "link_gb_s": _round(m.kv_transfer.link_gb_s, 4),
             "latency_s": _round(m.kv_transfer.latency_s), "failures_per_s": rates_doc(m.kv_transfer.failures_per_s)},

@@ -4,14 +4,15 @@ canonical metrics of the optional mappings (``engines/*.toml``: ``optional = tru
 Each is None where the engine exposes none of its series, so a panel appears only where there is
 something to show. Ratios over the 60 s window (as vLLM's Speculative Decoding dashboard computes
 them): acceptance rate = Δaccepted / Δdraft tokens, acceptance length = 1 + Δaccepted / Δdrafts,
-draft share = Δaccepted / Δgenerated; KV transfer = Δbytes / Δt and Δbytes / Δtransfer time. Where
+per-position acceptance = Δaccepted at position i / Δdrafts, draft share = Δaccepted / Δgenerated;
+KV transfer = Δbytes / Δt and Δbytes / Δtransfer time. Where
 the engine has gauges instead (SGLang), the gauges. llama.cpp always exports its spec-decode counters
 (0 without a draft model): the panel waits for the first draft token.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from console.model import KvTransfer, LoraState, Rates, SpecDecode
 
@@ -26,14 +27,18 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return None if num is None or den is None or den <= 0 else num / den
 
 
-def spec_decode(increase: Increase, gauge: Gauge, total: Total) -> SpecDecode | None:
+def spec_decode(increase: Increase, gauge: Gauge, total: Total,
+                per_pos: Mapping[str, float] | None = None) -> SpecDecode | None:  # fmt: skip
+    """``per_pos``: Δaccepted tokens per draft position (label value -> increase), where exported."""
     rate_g, length_g = gauge("spec_accept_rate"), gauge("spec_accept_length")
     drafted = total("spec_draft_tokens")
     if drafted is not None and drafted > 0:
         d_acc, d_tok, d_steps = increase("spec_accepted_tokens"), increase("spec_draft_tokens"), increase("spec_drafts")
         rate = _ratio(d_acc, d_tok)
         steps = _ratio(d_acc, d_steps)
+        positions = sorted((per_pos or {}).items(), key=lambda kv: _pos(kv[0]))
         return SpecDecode(
+            per_position=tuple(v / d_steps for _, v in positions) if d_steps else (),
             acceptance_rate=rate if rate is not None else rate_g,
             acceptance_length=1.0 + steps if steps is not None else length_g,
             draft_share=_ratio(d_acc, increase("generation_tokens")),
@@ -42,6 +47,13 @@ def spec_decode(increase: Increase, gauge: Gauge, total: Total) -> SpecDecode | 
     if rate_g is None and length_g is None:
         return None
     return SpecDecode(acceptance_rate=rate_g, acceptance_length=length_g, window="gauge")
+
+
+def _pos(label: str) -> int:
+    try:
+        return int(label)
+    except ValueError:
+        return 1 << 30
 
 
 def kv_transfer(increase: Increase, gauge: Gauge, window_s: float | None, failures: Rates) -> KvTransfer | None:

@@ -54,6 +54,8 @@ def spec_strip(m: ModelMetrics) -> Text | None:
     out.append(f"acceptance {_n(rate, '{:.0f}', '%')} · length {_n(s.acceptance_length, '{:.2f}')} tok/step")
     if s.draft_share is not None:
         out.append(f" · {100 * s.draft_share:.0f}% of output from drafts")
+    if s.per_position:
+        out.append(" · per position " + " ".join(f"{v:.2f}" for v in s.per_position))
     out.append(" (60 s)" if s.window == "60s" else " (engine's gauge)", style="dim")
     return out
 

@@ -79,6 +79,9 @@ async def test_vllm_spec_decode_pd_and_lora_series_and_what_the_console_makes_of
     assert spec.acceptance_rate == pytest.approx(want.accepted / want.draft_tokens)
     assert spec.acceptance_length == pytest.approx(1 + want.accepted / want.drafts)
     assert spec.draft_share == pytest.approx(want.accepted / gen)
+    # Per position, Δaccepted[i] / Δdrafts: about P, P², P³ (floors of the simulator's counts).
+    assert spec.per_position == pytest.approx([n / want.drafts for n in want.per_pos])
+    assert spec.per_position == pytest.approx([0.6, 0.36, 0.216], abs=0.05)
     kv = total.kv_transfer
     assert kv is not None and kv.bytes_per_s == pytest.approx(moved / 10.0)
     # Δbytes / Δtransfer time: the simulated link plus 0.4 ms per transfer, 6 transfers.

@@ -34,10 +34,12 @@ def test_an_estimate_is_marked_on_the_number_and_in_words() -> None:
 
 
 def test_spec_kv_and_lora_panels() -> None:
-    m = ModelMetrics(model="m", spec=SpecDecode(0.511, 2.53, 0.6), kv_transfer=KvTransfer(2.5e8, 18.8, 0.0028,
-                     Rates(r60s=0.5)), lora=LoraState(running=2, waiting=1, slots_total=2))  # fmt: skip
+    spec_d = SpecDecode(0.511, 2.53, 0.6, per_position=(0.7, 0.49))
+    m = ModelMetrics(model="m", spec=spec_d, kv_transfer=KvTransfer(2.5e8, 18.8, 0.0028, Rates(r60s=0.5)),
+                     lora=LoraState(running=2, waiting=1, slots_total=2))  # fmt: skip
     spec, kv, lora = spec_strip(m), kv_strip(m), lora_strip(m)
-    assert spec is not None and "acceptance 51% · length 2.53 tok/step · 60% of output from drafts" in spec.plain
+    assert spec is not None
+    assert "acceptance 51% · length 2.53 tok/step · 60% of output from drafts · per position 0.70 0.49" in spec.plain
     assert kv is not None and "250.0 MB/s · link 18.8 GB/s · 2.8 ms/transfer · failed 0.50/s" in kv.plain
     assert lora is not None and "2 running · 1 waiting · slots 2/2 · slots full" in lora.plain
 
