@@ -13,9 +13,10 @@ sets, ~2,500 series) and a small one (1 engine, 1 model, ~200 series). Then time
 
 Then, on the fuzz test's large inputs (tests/telemetry/test_fuzz.py: the same seeded amplified and
 mutated payloads of 64 KiB - 2 MiB that its 100,000-payload run draws), the slowest and median CPU
-ms per MB of parse + normalise with every cache cold (an engine's first scrape; the target is
-50 ms/MB), and of the whole path (that, then windows with one earlier frame, and the status
-document). Each figure is the fastest of a few runs, in CPU time: on a shared machine the slower
+ms per MB of parse + normalise with every cache cold (an engine's first scrape), and of the whole
+path (one scrape: that, then windows over one earlier frame, and the status document), each beside
+the 50 ms/MB target and as a share of prometheus_client's parser measured in the same process.
+Each figure is the fastest of a few runs, in CPU time: on a shared machine the slower
 runs measure the other processes.
 
 Run: ``.venv/bin/python benchmarks/parse_normalize.py [--fuzz-only] [--payloads N]``. Prints figures;
@@ -166,22 +167,35 @@ def cold_cpu_ms(run: Callable[[], object], repeat: int = 3) -> float:
     return best * 1000
 
 
-def whole_path(profile_name: str, payload: bytes) -> None:
-    """What one scrape costs the console: parse + normalise, windows (a second frame), status document."""
+TARGET_MS_PER_MB = 50.0  # issue 10: the slowest fuzzed input, parse -> normalise -> windows -> status document
+
+
+def whole_path_ms(profile_name: str, payload: bytes, repeat: int = 3) -> float:
+    """CPU ms of one scrape of ``payload`` through the console, cold (parse + normalise, windows over
+    an earlier frame of the same payload, the status document), the fastest of ``repeat``: what
+    the fuzz test's pipeline does per payload. The earlier frame is made outside the timing."""
     from console.model import EngineSnapshot, FleetSnapshot, Freshness, GpuFleet, SourceState
     from console.status_doc import status_doc
+    from console.telemetry.normalize import clear_caches
 
     profile = get_profile(profile_name)
-    state = EngineMetricsState(profile)
-    state.ingest(1.0, normalize(profile, payload, full=False))
-    reading = normalize(profile, payload, full=False)
-    state.ingest(2.0, reading)
-    models, total = state.metrics()
-    engine = EngineSnapshot(
-        name="bench", profile=profile.name, url="http://127.0.0.1:1", taken_at=2.0, models=models, total=total,
-        missing=reading.missing, metrics_freshness=Freshness(SourceState.OK, updated_at=2.0),
-    )  # fmt: skip
-    json.dumps(status_doc(FleetSnapshot(taken_at=2.0, engines=(engine,), gpus=GpuFleet(source="none"))))
+    best = float("inf")
+    for _ in range(repeat):
+        state = EngineMetricsState(profile)
+        state.ingest(1.0, normalize(profile, payload, full=False))
+        clear_caches()
+        gc.collect()
+        t0 = time.thread_time()
+        reading = normalize(profile, payload, full=False)
+        state.ingest(2.0, reading)
+        models, total = state.metrics()
+        engine = EngineSnapshot(
+            name="bench", profile=profile.name, url="http://127.0.0.1:1", taken_at=2.0, models=models, total=total,
+            missing=reading.missing, metrics_freshness=Freshness(SourceState.OK, updated_at=2.0),
+        )  # fmt: skip
+        json.dumps(status_doc(FleetSnapshot(taken_at=2.0, engines=(engine,), gpus=GpuFleet(source="none"))))
+        best = min(best, time.thread_time() - t0)
+    return best * 1000
 
 
 def run_fuzz_inputs(payloads: int) -> None:
@@ -201,17 +215,27 @@ def run_fuzz_inputs(payloads: int) -> None:
             profile = get_profile(name)
             mb = len(payload) / 2**20
             pn = cold_cpu_ms(partial(normalize, profile, payload, full=False)) / mb
-            whole = cold_cpu_ms(partial(whole_path, name, payload)) / mb
+            whole = whole_path_ms(name, payload) / mb
             rows.append((pn, whole, len(payload), f"{name} seed {fuzz.SEED}/{part} #{i}"))
+    reference = fuzz._reference_ms_per_mb(corpus)
     rows.sort(reverse=True)
     print(f"fuzz corpus: {len(rows)} large inputs of the {payloads}-payload run (seed {fuzz.SEED}), "
           f"CPU time, cold, fastest of 3 ({time.perf_counter() - started:.0f} s)")  # fmt: skip
     for pn, whole, size, where in rows[:5]:
         print(f"  {pn:6.0f} ms/MB parse+normalise, {whole:6.0f} ms/MB whole path  {size / 2**20:5.2f} MB  {where}")
-    print(f"  parse+normalise: slowest {rows[0][0]:.0f} ms/MB, median {statistics.median(r[0] for r in rows):.0f} "
-          f"ms/MB (target 50: {'met' if rows[0][0] < 50 else 'NOT met'})")  # fmt: skip
+
+    def verdict(ms: float) -> str:
+        return f"target {TARGET_MS_PER_MB:.0f} ms/MB: {'met' if ms < TARGET_MS_PER_MB else 'NOT met'}"
+
+    pns = sorted((r[0] for r in rows), reverse=True)
     wholes = sorted((r[1] for r in rows), reverse=True)
-    print(f"  whole path:      slowest {wholes[0]:.0f} ms/MB, median {statistics.median(wholes):.0f} ms/MB")
+    print(f"  parse+normalise: slowest {pns[0]:.0f} ms/MB, median {statistics.median(pns):.0f} ms/MB "
+          f"({verdict(pns[0])})")  # fmt: skip
+    print(f"  whole path:      slowest {wholes[0]:.0f} ms/MB, median {statistics.median(wholes):.0f} ms/MB "
+          f"({verdict(wholes[0])})")  # fmt: skip
+    print(f"  prometheus_client's parser, valid 1 MiB vLLM payload, same process: {reference:.0f} ms/MB; "
+          f"slowest parse+normalise {pns[0] / reference:.3f}x, whole path {wholes[0] / reference:.3f}x of it "
+          f"(50 ms/MB = {TARGET_MS_PER_MB / reference:.3f}x here)")  # fmt: skip
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from console.paths import config_file
 from console.profiles import EngineProfile, get_profile, load_profiles
 from console.secrets import looks_secret, mask_config
 from console.target import EngineTarget, api_key_from_env
+from console.timespec import parse_duration, parse_size
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -125,6 +126,25 @@ class ConsoleSettings(_Strict):
     # Managed engines when the terminal is lost or the console is told to end (SIGHUP/SIGTERM/SIGINT):
     # keep them running (containers; process engines always end with the console) or stop them.
     on_terminal_loss: Literal["keep", "stop"] = "keep"
+    # Ring the terminal bell (BEL) when an alert starts firing (the toast comes either way).
+    alert_bell: bool = False
+    # Recordings (`enginedeck record`, the console's REC): the folder (default: `recordings` in the
+    # state dir) and how much is kept, by age and by size.
+    recording_dir: str | None = None
+    record_retain: str = "48h"
+    record_max_size: str = "1GB"
+
+    @field_validator("record_retain")
+    @classmethod
+    def _retain(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    @field_validator("record_max_size")
+    @classmethod
+    def _max_size(cls, v: str) -> str:
+        parse_size(v)
+        return v
 
 
 class ConfigFile(_Strict):

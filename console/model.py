@@ -146,6 +146,10 @@ class ModelMetrics:
     tpot: Quantiles = Quantiles()
     e2e: Quantiles = Quantiles()
     queue_time: Quantiles = Quantiles()
+    # TTFT histogram, cumulative since the console began watching (reset-corrected): its upper bounds
+    # and the count at or below each (the last bound is +Inf: the total). Empty when n/a. Alerts
+    # take SLO burn rates over hours from successive values.
+    ttft_cumulative: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
     # Current counter values (after reset correction), canonical name -> value.
     counters: dict[str, float] = field(default_factory=dict)
     # Present only where the engine exposes the series (None: no such panel).
@@ -280,6 +284,8 @@ class GpuSnapshot:
     mem_clock_mhz: int | None = None
     ecc_errors: int | None = None
     xid_errors: tuple[int, ...] = ()
+    # Active clock-throttle reasons (NVML names: sw_thermal, hw_slowdown, sw_power_cap, ...); None: unknown.
+    throttle_reasons: tuple[str, ...] | None = None
     processes: tuple[GpuProcess, ...] = ()
     simulated: bool = False
     # Energy: NVML's total-energy counter (mJ since the driver loaded; Volta+), or, where the device
@@ -335,9 +341,43 @@ class FleetSnapshot:
     engines: tuple[EngineSnapshot, ...] = ()
     gpus: GpuFleet = GpuFleet()
     host: HostSnapshot | None = None
+    # Every alert rule on every engine (states ok and n/a included), when alerts are evaluated.
+    alerts: tuple[Alert, ...] = ()
 
     def engine(self, name: str) -> EngineSnapshot | None:
         for e in self.engines:
             if e.name == name:
                 return e
         return None
+
+
+class AlertState(StrEnum):
+    """One rule on one engine. ``n/a``: the engine lacks the rule's inputs (never shown as ok)."""
+
+    OK = "ok"
+    NA = "n/a"
+    NO_DATA = "no data"  # inputs mapped, but no verdict now (not live, too little traffic or history)
+    PENDING = "pending"  # condition holds, not yet for the rule's hold time
+    FIRING = "firing"
+    RESOLVED = "resolved"  # fired, then cleared for the rule's clear time (shown for a while)
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """The state of one alert rule on one engine at one moment (console/alerts computes these)."""
+
+    rule: str
+    engine: str
+    severity: str  # critical | warning | info
+    state: AlertState
+    summary: str
+    since: float | None = None  # wall-clock time the current state began
+    value: float | None = None  # the first condition's signal value now
+    condition: str = ""  # e.g. "kv_usage >= 0.95 (clears at 0.9)"
+    values: tuple[tuple[str, float | None], ...] = ()  # every condition's signal and its value now
+    runbook: str = ""
+    note: str = ""  # e.g. an SLO threshold snapped to a bucket boundary
+
+    @property
+    def active(self) -> bool:
+        return self.state in (AlertState.PENDING, AlertState.FIRING)

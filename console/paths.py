@@ -38,3 +38,10 @@ def private_dir(path: Path) -> Path:
     if st.st_mode & 0o077 and st.st_uid == os.getuid():
         path.chmod(0o700)
     return path
+
+
+def recordings_dir() -> Path:
+    """Recordings (``enginedeck record``, the console's REC): ``$ENGINEDECK_RECORDING_DIR`` or
+    ``recordings`` in the state dir; ``[console] recording_dir`` overrides it."""
+    env = os.environ.get("ENGINEDECK_RECORDING_DIR")
+    return Path(env) if env else state_dir() / "recordings"

@@ -47,10 +47,10 @@ _PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     (("hf_",), re.compile(r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}"), MASK),
     # OpenAI-style keys: sk-..., sk-proj-..., sk-ant-...
     (("sk-",), re.compile(r"sk-(?<![A-Za-z0-9_]sk-)[A-Za-z0-9_-]{16,}"), MASK),
-    # user:password@ in URLs.
-    (("://",), re.compile(r"://([^/\s:@]+):[^/\s@]+@"), rf"://\1:{MASK}@"),
+    # user:password@ in URLs (a quote ends a URL: in JSON text the search then stops at the string's end).
+    (("://",), re.compile(r"://([^/\s:@\"]+):[^/\s@\"]+@"), rf"://\1:{MASK}@"),
 )  # fmt: skip
-# api_key='...', "password": "...", --hf-token=..., HF_TOKEN=... in an engine's own dump of its
+# api_key='...', "password": "...", --hf-token=..., hf_token=... in an engine's own dump of its
 # arguments or environment (a bare "token" is left alone: eos_token='</s>' is no secret). It has no
 # literal start, so it runs only on the lines that name one of these.
 _ASSIGN_NEEDS = ("api_key", "api-key", "apikey", "secret", "password", "passwd", "hf_token", "hf-token",
@@ -61,6 +61,20 @@ _ASSIGN = re.compile(
     r"""['"]?[ \t]*[:=][ \t]*\[?[ \t]*['"]?)([^\s'",\]}]{3,})""",
     re.IGNORECASE,
 )
+
+# NAME=value where NAME is an environment variable's (upper case) that looks secret: GITHUB_TOKEN=...,
+# AWS_SECRET_ACCESS_KEY=..., DB_PASSWORD=... printed by an engine or a shell. Upper case keeps
+# eos_token=/pad_token= (tokenizer settings) out. Runs only on lines that hold one of _ENV_NEEDS.
+_ENV_NEEDS = ("TOKEN=", "SECRET", "PASSWORD=", "PASSWD=", "KEY=")
+_ENV_ASSIGN = re.compile(
+    r"(?<![A-Za-z0-9_])([A-Z][A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|SECRET_KEY|ACCESS_KEY"
+    r"|PRIVATE_KEY)=['\"]?)([^\s'\",\\]{3,})"
+)
+
+# What each of _PATTERNS masks, for reports that count what was masked (never the values).
+_PATTERN_KINDS = ("bearer credential", "hugging face token", "openai-style key", "password in a url")
+KNOWN_KIND = "known secret value"
+ASSIGN_KIND = "secret assignment"
 
 
 def looks_secret(name: str) -> bool:
@@ -85,19 +99,41 @@ class Scrubber:
         return Scrubber((*self._known, *secrets))
 
     def __call__(self, text: str) -> str:
+        return self._scrub(text, None)
+
+    def counted(self, text: str) -> tuple[str, dict[str, int]]:
+        """``self(text)`` and how many of each kind it masked (a text masked before counts nothing
+        again: a value that is already ``****`` is no new find)."""
+        counts: dict[str, int] = {}
+        return self._scrub(text, counts), counts
+
+    def _scrub(self, text: str, counts: dict[str, int] | None) -> str:
+        def sub(rx: re.Pattern[str], repl: str, text: str, kind: str) -> str:
+            if counts is None:
+                return rx.sub(repl, text)
+            text, n = rx.subn(lambda m: _fresh_mask(m, repl), text)
+            n -= text.count(_ALREADY)
+            if n:
+                counts[kind] = counts.get(kind, 0) + n
+            return text.replace(_ALREADY, "")
+
         for s in self._known:
             if s in text:
+                if counts is not None:
+                    counts[KNOWN_KIND] = counts.get(KNOWN_KIND, 0) + text.count(s)
                 text = text.replace(s, MASK)
         low = text.lower()
-        for needs, rx, repl in _PATTERNS:
+        for (needs, rx, repl), kind in zip(_PATTERNS, _PATTERN_KINDS, strict=True):
             if any(n in low for n in needs):
-                text = rx.sub(repl, text)
+                text = sub(rx, repl, text, kind)
         if any(n in low for n in _ASSIGN_HINTS):  # fewer, shorter probes of a long chunk first
             lines = text.split("\n")
             for i, line in enumerate(lines):
                 lower = line.lower()
                 if any(n in lower for n in _ASSIGN_NEEDS):
-                    lines[i] = _ASSIGN.sub(rf"\1{MASK}", line)
+                    line = lines[i] = sub(_ASSIGN, rf"\1{MASK}", line, ASSIGN_KIND)
+                if "=" in line and any(n in line for n in _ENV_NEEDS):
+                    lines[i] = sub(_ENV_ASSIGN, rf"\1{MASK}", line, ASSIGN_KIND)
             text = "\n".join(lines)
         return text
 
@@ -110,6 +146,14 @@ class Scrubber:
         if isinstance(value, list | tuple):
             return [self.data(v) for v in value]
         return value
+
+
+_ALREADY = "\x00already-masked\x00"  # marks a match whose value was ****: not counted again
+
+
+def _fresh_mask(m: re.Match[str], repl: str) -> str:
+    out = m.expand(repl)
+    return out + _ALREADY if m.group(0).rstrip("@").endswith(MASK) else out
 
 
 class LineScrubber:
@@ -226,6 +270,8 @@ def instance_scrubber(inst: EngineInstance, environ: Mapping[str, str] | None = 
 
 
 __all__ = [
+    "ASSIGN_KIND",
+    "KNOWN_KIND",
     "MASK",
     "LineScrubber",
     "Scrubber",

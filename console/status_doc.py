@@ -10,6 +10,7 @@ from typing import Any
 
 from console import strictjson
 from console.model import (
+    Alert,
     EnergyView,
     EngineSnapshot,
     FleetSnapshot,
@@ -222,6 +223,24 @@ def status_doc(snap: FleetSnapshot) -> dict[str, Any]:
         "engines": [engine_doc(e) for e in snap.engines],
         "gpus": gpus_doc(snap.gpus, snap.engines),
         "host": host_doc(snap.host),
+        "alerts": [alert_doc(a) for a in snap.alerts],
+    }
+
+
+def alert_doc(a: Alert) -> dict[str, Any]:
+    """One alert rule on one engine (docs/status-json.md, "alerts")."""
+    return {
+        "rule": a.rule,
+        "engine": a.engine,
+        "severity": a.severity,
+        "state": a.state.value,
+        "since": a.since,
+        "summary": a.summary,
+        "value": _round(a.value),
+        "condition": a.condition,
+        "values": {name: _round(v) for name, v in a.values},
+        "note": a.note,
+        "runbook": a.runbook,
     }
 
 

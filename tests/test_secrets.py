@@ -127,3 +127,24 @@ def test_log_buffer_scrubs_a_token_split_across_chunks_and_odd_lines() -> None:
     buf.extend(["two\nlines with " + HF, "api_key=plainsecret"])  # a line holding a newline stays one line
     texts = [ln.text for ln in buf.lines()]
     assert texts == ["auth: Bearer **** ok", "key ****", "two\nlines with ****", "api_key=****"]
+
+
+def test_environment_style_secret_assignments_are_masked_and_tokenizer_settings_are_not() -> None:
+    text = ("GITHUB_TOKEN=ghp_plainvalue1 AWS_SECRET_ACCESS_KEY='wJalrXUtnFEMI' DB_PASSWORD=hunter22 "
+            "eos_token=</s> pad_token=<pad> TOKENIZERS_PARALLELISM=false MAX_NUM_BATCHED_TOKENS=8192")  # fmt: skip
+    out = scrub(text)
+    for secret in ("ghp_plainvalue1", "wJalrXUtnFEMI", "hunter22"):
+        assert secret not in out
+    assert f"GITHUB_TOKEN={MASK}" in out and f"DB_PASSWORD={MASK}" in out
+    assert "eos_token=</s> pad_token=<pad> TOKENIZERS_PARALLELISM=false MAX_NUM_BATCHED_TOKENS=8192" in out
+
+
+def test_counted_scrub_reports_kinds_and_counts_never_values() -> None:
+    text = (f"known-value-1 {HF} Authorization: Bearer abcdef123456 https://bob:hunter22@hub.example "
+            f"api_key='s3cr3t' GITHUB_TOKEN=ghp_x1y2z3 {SK}\nagain known-value-1 api_key=****")  # fmt: skip
+    clean, counts = Scrubber(["known-value-1"]).counted(text)
+    assert clean == Scrubber(["known-value-1"])(text)
+    assert counts == {"known secret value": 2, "hugging face token": 1, "bearer credential": 1,
+                      "password in a url": 1, "secret assignment": 2, "openai-style key": 1}  # fmt: skip
+    # Scrubbing what was scrubbed finds nothing new.
+    assert Scrubber(["known-value-1"]).counted(clean) == (clean, {})

@@ -2,8 +2,10 @@
 
 Exit codes: 0 every engine reachable with its metrics read, 2 any engine unreachable, 3 every engine
 reachable but the metrics of one or more could not be read (no metrics endpoint, wrong API key,
-another engine's payload: the reason is in the report), 1 configuration error (including no engine at
-all: a cron check pointed at the wrong configuration must not pass).
+another engine's payload: the reason is in the report), 4 all of that fine but a critical alert is
+firing, 1 configuration error (including no engine at all, or a broken alert rules file: a cron
+check pointed at the wrong configuration must not pass). Alerts need their hold time: in one-shot
+status most show as pending; ``--watch`` keeps evaluating them.
 Rates and windowed quantiles need two scrapes or more, so one-shot status samples for
 ``--sample`` seconds (default 5) before it reports; ``--sample 0`` reports health and gauges only.
 """
@@ -15,12 +17,12 @@ import sys
 import time
 from typing import Any
 
-EXIT_OK, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_METRICS = 0, 1, 2, 3
+EXIT_OK, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_METRICS, EXIT_CRITICAL = 0, 1, 2, 3, 4
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("status", help="engines, GPUs and host, normalised (exit 2 if an engine is unreachable, "
-                       "3 if its metrics cannot be read)")
+                       "3 if its metrics cannot be read, 4 if a critical alert fires)")
     p.add_argument("--engine", action="append", default=[], metavar="NAME|PROFILE@URL",
                    help="an engine to include (configured name, or PROFILE@URL such as vllm@http://127.0.0.1:8000); "
                    "repeatable; without it every configured engine")
@@ -37,6 +39,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console.alerts.evaluate import evaluator_for
     from console.config import load_config, resolve_engines
     from console.errors import UserError
     from console.telemetry.hub import Hub
@@ -54,13 +57,18 @@ def run(args: argparse.Namespace) -> int:
     if not instances:
         print(f"enginedeck: {_no_engines_reason(cfg)}", file=sys.stderr)
         return EXIT_CONFIG
+    try:
+        alerts = evaluator_for(instances)
+    except UserError as exc:
+        print(f"enginedeck: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
     gpu_source = args.gpus or cfg.console.gpu_source
-    hub = Hub(instances, refresh=args.refresh, gpu_source=gpu_source)
+    hub = Hub(instances, refresh=args.refresh, gpu_source=gpu_source, alerts=alerts)
     hub.start()
     try:
         deadline = time.monotonic() + args.sample
         hub.wait_published(timeout=max(args.sample, 3.0) + 2.0)
-        _wait_until_collected(hub, deadline + 3.0)
+        wait_until_collected(hub, deadline + 3.0)
         time.sleep(max(0.0, deadline - time.monotonic()))
         code = _report(hub, args)
         while args.watch:
@@ -80,7 +88,7 @@ def _no_engines_reason(cfg: Any) -> str:
     return f"no engine configured {where}; add one under [engines] or pass --engine PROFILE@URL"
 
 
-def _wait_until_collected(hub: Any, deadline: float) -> None:
+def wait_until_collected(hub: Any, deadline: float) -> None:
     """Wait until every engine has been probed once (its health has a verdict) and the host is in."""
     while time.monotonic() < deadline:
         snap = hub.latest()
@@ -97,9 +105,19 @@ def _report(hub: Any, args: argparse.Namespace) -> int:
         print(status_json(snap, indent=None if args.watch else 2), flush=True)
     else:
         print(render_text(snap), flush=True)
+    return exit_code(snap)
+
+
+def exit_code(snap: Any) -> int:
+    """2 unreachable, else 3 metrics unreadable, else 4 a critical alert firing, else 0."""
+    from console.model import AlertState
+
     if not all(e.reachable for e in snap.engines):
         return EXIT_UNREACHABLE
-    return EXIT_METRICS if any(e.metrics_freshness.stale for e in snap.engines) else EXIT_OK
+    if any(e.metrics_freshness.stale for e in snap.engines):
+        return EXIT_METRICS
+    critical = any(a.state is AlertState.FIRING and a.severity == "critical" for a in snap.alerts)
+    return EXIT_CRITICAL if critical else EXIT_OK
 
 
 def _num(v: float | None, fmt: str = "{:.0f}") -> str:
@@ -172,4 +190,9 @@ def render_text(snap: Any) -> str:
         load = " ".join(f"{x:.2f}" for x in h.load_avg) if h.load_avg else "n/a"
         cpu = "n/a" if h.cpu_percent is None else f"{h.cpu_percent:.0f}%"
         lines.append(f"host {h.hostname}: cpu {cpu} mem {mem} load {load}")
+    for a in snap.alerts:
+        if a.active:
+            value = "n/a" if a.value is None else f"{a.value:.4g}"
+            lines.append(f"ALERT {a.state.value} {a.severity} {a.rule} on {a.engine}: {a.summary} "
+                         f"({a.condition}; now {value})")
     return "\n".join(lines)

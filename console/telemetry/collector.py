@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 
@@ -101,6 +102,8 @@ class EngineCollector:
         self.want_raw = False
         self.samples = 0  # payloads read into the windows so far
         self.wake: asyncio.Event | None = None  # set to cut its sleep short (refresh changed)
+        # Called with (engine name, body, arrival time) for each metrics payload read (a recorder).
+        self.on_payload: Callable[[str, bytes, float], None] | None = None
         self.snapshot = EngineSnapshot(
             name=instance.name,
             profile=instance.profile.name,
@@ -218,6 +221,8 @@ class EngineCollector:
         if resp.ok:
             # Stamp the data with the moment the payload arrived, not when the probe began.
             arrived = time.time()
+            if self.on_payload is not None:
+                self.on_payload(self.instance.name, resp.body, arrived)
             digest = await self._digest(resp.body, mono)
             if isinstance(digest, str):
                 metrics_fresh = went_stale(prev.metrics_freshness, now, digest)

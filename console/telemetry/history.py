@@ -83,6 +83,17 @@ class History:
                 ring = self._rings[key] = Ring(self.capacity)
             ring.append(t, value)
 
+    def extend(self, key: Hashable, points: list[tuple[float, float | None]]) -> None:
+        """``append`` of many points under one lock (a replay rebuilding its charts)."""
+        with self._lock:
+            ring = self._rings.get(key)
+            if ring is None:
+                if len(self._rings) >= self.max_series:
+                    return
+                ring = self._rings[key] = Ring(self.capacity)
+            for t, v in points:
+                ring.append(t, v)
+
     def values(self, key: Hashable, last: int | None = None) -> list[float]:
         with self._lock:
             ring = self._rings.get(key)

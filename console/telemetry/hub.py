@@ -24,6 +24,7 @@ import httpx
 from console.config import EngineInstance
 from console.listeners import add_listener
 from console.model import (
+    Alert,
     EngineSnapshot,
     FleetSnapshot,
     Freshness,
@@ -36,7 +37,7 @@ from console.model import (
 from console.telemetry.collector import EngineCollector, innermost, mark_late, went_stale
 from console.telemetry.energy import EnergyMeter
 from console.telemetry.history import History
-from console.telemetry.source import ENGINE_SERIES, Listener
+from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
 
@@ -59,12 +60,15 @@ class Hub:
         simulated_gpu_count: int = 8,
         pids_of: Callable[[str], tuple[int, ...]] | None = None,
         lifecycle_phase: Callable[[str], LifecycleView | tuple[Phase, str] | None] | None = None,
+        alerts: Callable[[FleetSnapshot], tuple[Alert, ...]] | None = None,
     ) -> None:
         """``pids_of(name)``: the current process ids of an engine the lifecycle layer runs (they
         change on restart); without it an instance's own ``pids`` are used.
         ``lifecycle_phase(name)``: what the lifecycle layer knows of a managed engine (phase and a
         one-line detail); it wins over HTTP probing while the engine is starting, loading, stopping
-        or has exited, where a refused connection alone cannot tell those apart."""
+        or has exited, where a refused connection alone cannot tell those apart.
+        ``alerts(snapshot)``: the alert states for a snapshot about to be published (an
+        ``AlertEvaluator`` from console.alerts); evaluated here, off the UI's loop."""
         self.history = History(capacity=history_capacity)
         self._instances = list(instances)
         self._refresh = refresh
@@ -75,7 +79,9 @@ class Hub:
         self._pids_of = pids_of
         self._lifecycle_phase = lifecycle_phase
         self._lifecycle_seen: dict[str, Phase] = {}
+        self._alerts = alerts
         self._listeners: list[Listener] = []
+        self._payload_listeners: list[PayloadListener] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -147,6 +153,20 @@ class Hub:
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         return add_listener(self._listeners, self._lock, listener)
+
+    def subscribe_payloads(self, listener: PayloadListener) -> Callable[[], None]:
+        """Call ``listener(engine, body, at)`` with each metrics payload read, in the hub's thread
+        (it must return at once: a recorder queues what it keeps); returns an unsubscribe function."""
+        return add_listener(self._payload_listeners, self._lock, listener)
+
+    def _payload(self, name: str, body: bytes, at: float) -> None:
+        with self._lock:
+            listeners = list(self._payload_listeners)
+        for fn in listeners:
+            try:
+                fn(name, body, at)
+            except Exception:  # a reader's failure must not stop collection
+                log.exception("payload listener")
 
     def start(self) -> None:
         if self._thread is not None:
@@ -225,6 +245,7 @@ class Hub:
                 period = inst.config.scrape_period or self._refresh
                 c = EngineCollector(inst, client, period=period, executor=digesters)
                 c.want_raw = inst.name == getattr(self, "_detail", None)
+                c.on_payload = self._payload
                 c.wake = self._new_wake()
                 self._collectors[inst.name] = c
             self._first_round = asyncio.Event()
@@ -405,6 +426,11 @@ class Hub:
         with self._lock:
             snap = FleetSnapshot(taken_at=now, engines=engines, gpus=self._gpus, host=self._host)
         snap = self._energy.update(snap)  # energy per GPU and engine (console/telemetry/energy.py)
+        if self._alerts is not None:
+            try:
+                snap = replace(snap, alerts=self._alerts(snap))
+            except Exception:  # a failing rule must not stop publishing
+                log.exception("alert evaluation failed")
         with self._lock:
             self._latest = snap
             listeners = list(self._listeners)

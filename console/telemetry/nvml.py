@@ -28,6 +28,10 @@ from console.telemetry.power_integrator import PowerIntegrator
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_INIT_TIMEOUT_S = 10.0
+# NVML's clock-event ("throttle") reason bits, by the names GpuSnapshot.throttle_reasons uses.
+THROTTLE_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+                    0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
+                    0x100: "display_clocks"}
 XID_HISTORY = 16  # XID codes kept per GPU (most recent last)
 _XID_DRAIN_MAX = 64  # events read per collect at most, so a storm cannot stall a tick
 
@@ -81,6 +85,14 @@ def _text(value: object) -> str:
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip()
     return text or type(exc).__name__
+
+
+def throttle_names(mask: Any) -> tuple[str, ...] | None:
+    """The active reasons of an NVML clock-event bitmask (None: unknown)."""
+    bits = _int(mask)
+    if bits is None:
+        return None
+    return tuple(name for bit, name in THROTTLE_REASONS.items() if bits & bit)
 
 
 class NvmlSource:
@@ -271,11 +283,15 @@ class NvmlSource:
         energy_mj, energy_source = self._energy(index, h)
         mig = self._get(index, "mig", "nvmlDeviceGetMigMode", h)  # [current, pending]
         mig_on = None if not isinstance(mig, list | tuple) or not mig else bool(_int(mig[0]))
+        reasons = self._get(index, "events", "nvmlDeviceGetCurrentClocksEventReasons", h)
+        if reasons is None:  # the name before NVML 12.2
+            reasons = self._get(index, "throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", h)
         return GpuSnapshot(
             index=index,
             name=name,
             uuid=uuid,
             taken_at=now,
+            throttle_reasons=throttle_names(reasons),
             util_percent=_num(getattr(util, "gpu", None)),
             mem_util_percent=_num(getattr(util, "memory", None)),
             mem_used_bytes=used,

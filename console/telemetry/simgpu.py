@@ -21,7 +21,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from console.model import EngineSnapshot, Freshness, GpuFleet, GpuProcess, GpuSnapshot, Phase, SourceState
 
@@ -96,6 +96,22 @@ class _Share:
     mem_util: float  # 0-100
 
 
+@dataclass
+class SimGpuFaults:
+    """Faults a test or demo injects into simulated GPUs (a harness knob: real GPUs report these
+    through NVML as XID events, temperatures and clock-throttle reasons)."""
+
+    xids: dict[int, tuple[int, ...]] = field(default_factory=dict)  # GPU -> XID codes, oldest first
+    extra_heat_c: dict[int, float] = field(default_factory=dict)  # GPU -> degrees over its load's
+    throttle: dict[int, tuple[str, ...]] = field(default_factory=dict)  # GPU -> active NVML reasons
+
+    def xid(self, index: int, code: int) -> None:
+        self.xids[index] = (*self.xids.get(index, ())[-(XID_KEPT - 1):], code)
+
+
+XID_KEPT = 16  # as the NVML poller keeps
+
+
 class SimGpuSource:
     """Simulated GPU fleet; call ``update`` once per tick with the engines' current snapshots."""
 
@@ -106,7 +122,9 @@ class SimGpuSource:
         gpu_count: int = 8,
         spec: SimGpuSpec = SimGpuSpec(),
         clock: Callable[[], float] = time.time,
+        faults: SimGpuFaults | None = None,
     ) -> None:
+        self.faults = faults or SimGpuFaults()
         for name, p in placements.items():
             bad = [g for g in p.gpus if not 0 <= g < gpu_count]
             if bad or not p.gpus:
@@ -196,6 +214,7 @@ class SimGpuSource:
         power = spec.idle_w + (spec.tdp_w - spec.idle_w) * (0.92 * util + 0.08 * mem_util) / 100.0
         heat = (power - spec.idle_w) / (spec.tdp_w - spec.idle_w)
         target = spec.idle_temp_c + (spec.full_temp_c - spec.idle_temp_c) * heat
+        target += self.faults.extra_heat_c.get(index, 0.0)
         if dt > 0:
             self._temps[index] = target + (self._temps[index] - target) * math.exp(-dt / spec.temp_tau_s)
             last = self._last_power[index]
@@ -221,6 +240,8 @@ class SimGpuSource:
             sm_clock_mhz=spec.sm_clock_max_mhz if util > 0 else spec.sm_clock_idle_mhz,
             mem_clock_mhz=spec.mem_clock_mhz,
             ecc_errors=0,
+            xid_errors=self.faults.xids.get(index, ()),
+            throttle_reasons=self.faults.throttle.get(index, ()),
             processes=procs,
             simulated=True,
             energy_mj=round(self._energy_mj[index], 3),
@@ -262,6 +283,7 @@ class SimulatedGpus:
         self._source: SimGpuSource | None = None
         self._placements: dict[str, SimPlacement] = {}
         self._next_shared = 0
+        self.faults = SimGpuFaults()
 
     @property
     def placements(self) -> dict[str, SimPlacement]:
@@ -275,7 +297,8 @@ class SimulatedGpus:
                 changed = True
         if self._source is None or changed:
             previous = self._source
-            self._source = SimGpuSource(self._placements, gpu_count=self.gpu_count, spec=self._spec)
+            self._source = SimGpuSource(self._placements, gpu_count=self.gpu_count, spec=self._spec,
+                                        faults=self.faults)
             if previous is not None:  # keep temperatures and allocator state across re-placement
                 self._source.adopt_state(previous)
         return self._source.update(engines, now=now)

@@ -15,6 +15,8 @@ from console.model import FleetSnapshot
 from console.telemetry.history import History
 
 Listener = Callable[[FleetSnapshot], None]
+# (engine name, metrics payload as read, arrival time): what a recorder archives.
+PayloadListener = Callable[[str, bytes, float], None]
 
 # Metric keys kept in History per engine instance (entity = instance name):
 ENGINE_SERIES = (
@@ -67,3 +69,9 @@ class FleetSource(Protocol):
 
     def set_detail(self, name: str | None) -> None:
         """Keep every raw series of engine ``name`` in its snapshots (a reader shows them); None for none."""
+
+
+class PayloadSource(Protocol):
+    """A source that also hands out each raw metrics payload it reads (the live hub; a replay does not)."""
+
+    def subscribe_payloads(self, listener: PayloadListener) -> Callable[[], None]: ...

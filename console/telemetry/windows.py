@@ -397,6 +397,17 @@ class EngineMetricsState:
             return Quantiles(count=dcount, mean=_fin(mean), low_sample=dcount < LOW_SAMPLE)
         return quantiles_from_buckets(bounds, counts, dsum, dcount)
 
+    def _cumulative(self, models: list[str], canonical: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """A histogram's reset-corrected cumulative bucket counts, all series of the models summed."""
+        if not self._frames:
+            return (), ()
+        cur = self._frames[-1].hists
+        vecs = [(v.bounds, list(v.values)) for m in models for v in cur.get(m, {}).get(canonical, {}).values()]
+        if not vecs:
+            return (), ()
+        bounds, counts, _, _ = _merge(vecs)
+        return bounds, counts
+
     def _hit_rate(self, models: list[str], latest_gauge: float | None) -> tuple[float | None, str]:
         spec = self.profile.metrics.prefix_hit_rate
         frames = self._frames
@@ -489,6 +500,7 @@ class EngineMetricsState:
             tpot=quant("tpot"),
             e2e=quant("e2e"),
             queue_time=quant("queue_time"),
+            ttft_cumulative=self._cumulative(models, "ttft") if "ttft" in spec_map else ((), ()),
             counters=counters,
         )
 

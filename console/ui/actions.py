@@ -191,16 +191,20 @@ class ActionRegistry:
     def _shared_pairs(self) -> set[frozenset[str]]:
         return {frozenset((a.id, b.id)) for a, b, _ in self.shared_keys()}
 
-    def visible(self, *, read_only: bool, screen: str | None = None) -> list[Action]:
-        """What help and the palette list: never a mutating action in read-only mode."""
+    def visible(self, *, read_only: bool, screen: str | None = None,
+                hidden_groups: Iterable[str] = ()) -> list[Action]:
+        """What help and the palette list: never a mutating action in read-only mode, nor the
+        actions of ``hidden_groups`` (the replay's keys in a live console)."""
+        hidden = frozenset(hidden_groups)
         return [
             a
             for a in self._actions.values()
             if not (read_only and a.mutating) and (screen is None or a.available_on(screen))
+            and a.group not in hidden
         ]
 
-    def groups(self, *, read_only: bool) -> dict[str, list[Action]]:
+    def groups(self, *, read_only: bool, hidden_groups: Iterable[str] = ()) -> dict[str, list[Action]]:
         out: dict[str, list[Action]] = {}
-        for a in self.visible(read_only=read_only):
+        for a in self.visible(read_only=read_only, hidden_groups=hidden_groups):
             out.setdefault(a.group, []).append(a)
         return out

@@ -14,9 +14,10 @@ import inspect
 import os
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from textual import on
 from textual.app import App, ScreenStackError
@@ -28,9 +29,12 @@ from textual.widgets import Input, TextArea
 from console.config import EngineInstance
 from console.model import FleetSnapshot
 from console.profiles import EngineProfile
+from console.recording.replay import ReplaySource
+from console.recording.writer import RecordingWriter
 from console.resources import data_dir
 from console.telemetry.source import FleetSource
 from console.ui.actions import Action, ActionRegistry, display_key
+from console.ui.bundle_key import BundleKey
 from console.ui.control import LifecycleControl
 from console.ui.host import DeckHost, HostApp
 from console.ui.host import UiOptions as UiOptions  # re-exported: callers build the app with it
@@ -38,6 +42,16 @@ from console.ui.messages import FleetUpdated, LifecycleDone
 from console.ui.palette import ActionsProvider
 from console.ui.screens import ScreenSpec, screen_specs
 from console.ui.screens.base import DeckScreen
+from console.ui.timeline import (
+    LIVE_ONLY,
+    REPLAY_GROUP,
+    RecordingControl,
+    SeekScreen,
+    recording_actions,
+    replay_actions,
+    replay_time,
+)
+from console.ui.widgets.footer import DeckFooter
 
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # Keys checked before the focused widget: quit must work from a text box and from every pop-up (a
@@ -51,6 +65,10 @@ LAYOUT_BASE = "base"  # always loaded; the others are scoped under `.layout-<nam
 def layout_files() -> dict[str, Path]:
     d = data_dir("layouts")
     return {p.stem: p for p in sorted(d.glob("*.tcss"))}
+
+
+# How many screens are kept for a return at most: a few engines' detail screens and the GPUs.
+KEPT_SCREENS = 6
 
 
 def layout_names() -> list[str]:
@@ -85,9 +103,11 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         clock: Callable[[], float] = time.time,
         check_backing: Callable[[], str | None] | None = None,
         keys: Mapping[str, Sequence[str]] | None = None,
+        recording: Callable[[], RecordingWriter] | None = None,
     ) -> None:
         """``keys``: the user's ``[keys]`` (action id -> keys); ``KeyMapError`` when the registry
-        cannot take them (``console.ui.launch.check_keys`` says so before anything starts)."""
+        cannot take them (``console.ui.launch.check_keys`` says so before anything starts).
+        ``recording``: makes the writer the REC toggle (ctrl+r) records into; None: no recording."""
         files = layout_files()
         super().__init__(css_path=list(files.values()))
         self.source = source
@@ -97,6 +117,7 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         self.lifecycle = lifecycle
         self.clock = clock
         self.fleet: FleetSnapshot | None = None
+        self._alert_states: dict[tuple[str, str], object] = {}
         # Something the data depends on (the demo's simulator fleet): returns why it is gone, or None.
         self.check_backing = check_backing
         self.backing_problem = ""
@@ -104,12 +125,20 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         self.layout_name = ""  # the layout in effect
         self.layout_choice = self.options.layout  # "auto" or a layout name
         self._unsubscribe: Callable[[], None] | None = None
+        # Screens kept for a return (ScreenSpec.kept), most recently shown last; Textual keeps an
+        # installed screen's widgets when it is popped.
+        self._kept: OrderedDict[tuple[str, str | None], DeckScreen] = OrderedDict()
         self._ui_loop: asyncio.AbstractEventLoop | None = None
         # Benchmarks: where to note the time of the first frame that shows engine data.
         self._first_frame_file = os.environ.get("ENGINEDECK_FIRST_FRAME_FILE", "")
         self.specs: dict[str, ScreenSpec] = screen_specs()
+        self.replay = isinstance(source, ReplaySource)
+        self.recording_control = (RecordingControl(source, recording, self._notify_from_thread)
+                                  if source is not None and recording is not None and not self.replay else None)
         self.registry = ActionRegistry()
         for a in _global_actions(self):
+            self.registry.register(a)
+        for a in (*replay_actions(), *recording_actions(lambda _: self.toggle_recording())):
             self.registry.register(a)
         for spec in self.specs.values():
             for a in spec.actions:
@@ -131,7 +160,7 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
     # -- actions -------------------------------------------------------------------------------
 
     def _bind_action(self, a: Action) -> None:
-        hidden = self.options.read_only and a.mutating
+        hidden = (self.options.read_only and a.mutating) or (a.group == REPLAY_GROUP and not self.replay)
         for key in a.key_list:
             # Without an explicit display, each key shows itself: in a text box, where the printable
             # keys of an action are the box's, the footer then names the key that still works (f2).
@@ -182,8 +211,16 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
 
     async def run_deck_action(self, action_id: str) -> None:
         a = self.registry.get(action_id)
+        reason = self.options.read_only_reason or "read-only mode"
         if a.mutating and self.options.read_only:
-            self.notify(f"read-only mode: {a.description.lower()} is disabled", severity="warning")
+            self.notify(f"{reason}: {a.description.lower()} is disabled", severity="warning")
+            return
+        if self.replay and (a.id in LIVE_ONLY or a.id == "record"):
+            what = "recording" if a.id == "record" else f"the {a.id} (it talks to live engines)"
+            self.notify(f"replay: {what} is disabled", severity="warning")
+            return
+        if a.group == REPLAY_GROUP and not self.replay:
+            self.notify(f"{a.description.split(':')[0].lower()} keys work in a replay (enginedeck replay)")
             return
         if not a.available_on(self.screen_name):
             return
@@ -200,6 +237,7 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
     @on(FleetUpdated)
     def _on_fleet(self, message: FleetUpdated) -> None:
         self.fleet = message.snapshot
+        self._toast_alert_changes(message.snapshot)
         try:
             screen = self._shown_deck_screen()
         except ScreenStackError:  # the app is closing and its screens are gone
@@ -212,6 +250,30 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         if self._first_frame_file and any(e.total is not None and e.reachable for e in message.snapshot.engines):
             path, self._first_frame_file = self._first_frame_file, ""
             self.call_after_refresh(_write_first_frame, path)
+
+    def _toast_alert_changes(self, snap: FleetSnapshot) -> None:
+        """A toast when an alert starts firing or resolves (never for the same state twice), and
+        the terminal bell on firing when ``[console] alert_bell`` is on."""
+        from console.model import AlertState
+
+        seen = self._alert_states
+        fired = False
+        for a in snap.alerts:
+            key = (a.rule, a.engine)
+            before = seen.get(key)
+            seen[key] = a.state
+            if before is a.state or a.state not in (AlertState.FIRING, AlertState.RESOLVED):
+                continue
+            if a.state is AlertState.RESOLVED and before is None:
+                continue
+            firing = a.state is AlertState.FIRING
+            fired = fired or firing
+            level: Literal["information", "warning", "error"] = (
+                ("error" if a.severity == "critical" else "warning") if firing else "information")
+            self.notify(f"{a.engine}: {a.summary} ({a.severity}, {a.state.value}); a: alerts", severity=level,
+                        timeout=10 if firing else 5)
+        if fired and self.options.alert_bell:
+            self.bell()
 
     def _shown_deck_screen(self) -> DeckScreen | None:
         """The screen whose numbers are on view: the top one, or the one under a pop-up (a confirm
@@ -282,6 +344,8 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
             s.refresh_top()
 
     def on_unmount(self) -> None:
+        if self.recording_control is not None:
+            self.recording_control.close()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -304,6 +368,8 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         for screen in self.screen_stack:
             if isinstance(screen, DeckScreen):
                 screen.layout_changed(name)
+                for footer in screen.query(DeckFooter):
+                    footer.refresh()
 
     # -- navigation ----------------------------------------------------------------------------
 
@@ -319,7 +385,28 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         while len(self.screen_stack) > 2:
             await self.pop_screen()
         if name != "overview":
-            await self.push_screen(spec.factory(self, target))
+            await self.push_screen(self._screen_for(spec, target))
+
+    def _screen_for(self, spec: ScreenSpec, target: str | None) -> DeckScreen:
+        if not spec.kept:
+            return spec.factory(self, target)
+        key = (spec.name, target)
+        screen = self._kept.get(key)
+        if screen is not None:
+            self._kept.move_to_end(key)
+            if isinstance(screen.focused, Input | TextArea):
+                screen.set_focus(screen.home_focus())  # no screen opens with the cursor in a text box
+            return screen
+        screen = spec.factory(self, target)
+        self.install_screen(screen, f"kept:{spec.name}:{target or ''}")
+        self._kept[key] = screen
+        while len(self._kept) > KEPT_SCREENS:
+            (old_name, old_target), old = self._kept.popitem(last=False)
+            if old in self.screen_stack:  # cannot happen (the stack is cut to the overview first)
+                continue
+            self.uninstall_screen(f"kept:{old_name}:{old_target or ''}")
+            old.remove()
+        return screen
 
     async def go_back(self) -> None:
         s = self.screen
@@ -336,12 +423,19 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         if self.source is None:
             return
         self.source.set_paused(paused)
-        self.notify("paused: collection stops until you resume" if paused else "resumed")
+        if self.replay:
+            self.notify("replay paused" if paused else "replay playing")
+        else:
+            self.notify("paused: collection stops until you resume" if paused else "resumed")
         s = self.screen
         if isinstance(s, DeckScreen):
             s.refresh_top()
 
     def step_refresh(self, direction: int) -> None:
+        if isinstance(self.source, ReplaySource):
+            self.notify(f"replay speed {self.source.step_speed(-direction):g}x")
+            self.screen_refresh_top()
+            return
         if self.source is None:
             return
         cur = self.source.refresh
@@ -372,13 +466,72 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         metric, engine = s.explain_target()
         snap = self.fleet.engine(engine) if (self.fleet and engine) else None
         profile = self.profiles.get(snap.profile) if snap else None
+        text = None
+        if metric.startswith("alert:"):
+            from console.ui.explain_alert import explain_alert
+
+            rule = metric.removeprefix("alert:")
+            alert = next((a for a in (self.fleet.alerts if self.fleet else ()) if a.rule == rule
+                          and a.engine == engine), None)
+            text = explain_alert(rule, alert, profile)
+        elif metric == "tokens_per_joule":  # with this engine's figures and why it is an estimate
+            from console.ui.explain_rows import explain_key
+
+            text = explain_key(metric, profile, engine_name=engine or "", simulated=self.options.simulated,
+                               energy=snap.energy if snap else None)
         await self.push_screen(ExplainScreen(metric, profile, engine or "", simulated=self.options.simulated,
-                                             energy=snap.energy if snap else None))
+                                             text=text))
+
+    # -- recording and replay --------------------------------------------------------------------
+
+    @property
+    def recording_active(self) -> bool:
+        return self.recording_control is not None and self.recording_control.active
+
+    def toggle_recording(self) -> None:
+        ctl = self.recording_control
+        if ctl is None:
+            self.notify("recording is not available here", severity="warning")
+            return
+        self.run_worker(ctl.toggle, thread=True, group="recording", exclusive=True)
+
+    def _notify_from_thread(self, text: str, error: bool) -> None:
+        def show() -> None:
+            self.notify(text, severity="error" if error else "information", timeout=10 if error else 5)
+            self.screen_refresh_top()
+
+        with contextlib.suppress(RuntimeError):
+            self.call_from_thread(show)
+
+    def screen_refresh_top(self) -> None:
+        s = self.screen
+        if isinstance(s, DeckScreen):
+            s.refresh_top()
+
+    async def open_seek(self) -> None:
+        src = self.source
+        if not isinstance(src, ReplaySource):
+            self.notify("seek works in a replay (enginedeck replay)")
+            return
+
+        def go(text: str | None) -> None:
+            if not text:
+                return
+            try:
+                t = replay_time(text, src)
+            except ValueError as exc:
+                self.notify(str(exc), severity="warning")
+                return
+            src.seek(t)
+
+        await self.push_screen(SeekScreen(src.span), go)
 
     async def open_help(self) -> None:
         from console.ui.screens.modals import HelpScreen
 
-        await self.push_screen(HelpScreen(self.registry, read_only=self.options.read_only))
+        await self.push_screen(HelpScreen(self.registry, read_only=self.options.read_only,
+                                          reason=self.options.read_only_reason,
+                                          hidden_groups=() if self.replay else (REPLAY_GROUP,)))
 
     async def control(self, verb: str) -> None:
         """start/stop/restart the engine under the cursor, after confirmation."""
@@ -484,6 +637,10 @@ def _global_actions(app: DeckApp) -> list[Action]:
                lambda host: host.show_screen("overview"), footer=False),
         Action("gpus", "g,3", "GPUs: per-GPU history and processes", "Navigate",
                lambda host: host.show_screen("gpus"), footer=False),
+        Action("replay_seek", "t", "Replay: go to a time ('10m ago', 19:05, -5m)", REPLAY_GROUP,
+               lambda _: app.open_seek(), short="seek"),
+        BundleKey(app, recording_dir=lambda: app.recording_control.directory if app.recording_control else None
+                  ).action(),
     ]
 
 

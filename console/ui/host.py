@@ -29,6 +29,9 @@ class UiOptions:
     mouse: bool = True
     simulated: bool = False
     title: str = ""
+    alert_bell: bool = False  # ring the terminal bell when an alert starts firing
+    # Why read-only mode is on, as the refusals say it ("replay"); empty: "read-only mode".
+    read_only_reason: str = ""
     # Shown on the no-configuration screen (None = engines are configured).
     setup_config_path: str | None = None
 
@@ -70,6 +73,11 @@ class DeckHost(Protocol):
     @property
     def backing_problem(self) -> str:
         """Why what the data depends on is gone (the demo's simulators), or ''."""
+        ...
+
+    @property
+    def recording_active(self) -> bool:
+        """Whether the console is recording (the top bar shows ● REC)."""
         ...
 
     @property

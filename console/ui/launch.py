@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from console.ui.control import LifecycleControl
     from console.ui.terminal_guard import TerminalGuard
 
-__all__ = ["action_registry", "add_last_resort", "check_keys", "resolve_settings", "run_console", "run_setup"]
+__all__ = ["action_registry", "add_last_resort", "check_keys", "recording_writer_factory", "resolve_settings",
+           "run_console", "run_replay", "run_setup"]
 
 
 def check_keys(config: Config) -> None:
@@ -105,10 +106,12 @@ def run_console(
     ``on_terminal_loss``: what to do with the engines when the terminal is lost (the demo stops
     its simulators); by default ``settings.on_terminal_loss`` applied to ``lifecycle``'s engines.
     ``keys``: the user's ``[keys]`` (``config.keys`` when not given)."""
+    from console.alerts.evaluate import evaluator_for
     from console.telemetry.hub import Hub
     from console.ui.app import DeckApp, UiOptions
     from console.ui.terminal_guard import TerminalGuard
 
+    alerts = evaluator_for(instances)  # a broken rules file: one line, before anything starts
     install_exit_signals()
     # Engine control also serves logs, so it exists in read-only mode too (its actions are refused there).
     if lifecycle is None and config is not None:
@@ -122,18 +125,19 @@ def run_console(
     try:
         hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
                   gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
-                  lifecycle_phase=lifecycle.phase_of if lifecycle else None)
+                  lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts)
         hub.start()
         try:
             app = DeckApp(
                 hub,
                 options=UiOptions(read_only=settings.read_only, layout=settings.layout, mouse=settings.mouse,
-                                  simulated=simulated, title=title),
+                                  simulated=simulated, title=title, alert_bell=settings.alert_bell),
                 profiles={i.profile.name: i.profile for i in instances},
                 instances={i.name: i for i in instances},
                 lifecycle=lifecycle,
                 check_backing=check_backing,
                 keys=keys if keys is not None else (config.keys if config is not None else None),
+                recording=recording_writer_factory(settings, instances),
             )
             return _run_guarded(app, guard, mouse=settings.mouse)
         finally:
@@ -142,6 +146,45 @@ def run_console(
     finally:
         if lifecycle is not None:
             lifecycle.close()
+        guard.close()
+
+
+def recording_writer_factory(settings: ConsoleSettings, instances: Sequence[EngineInstance]) -> Callable[[], Any]:
+    """What the console's REC toggle records into: ``[console] recording_dir`` with its retention,
+    every configured secret of these engines masked."""
+    from pathlib import Path
+
+    def make() -> Any:
+        from console.recording import RecordingWriter, default_recording_dir
+        from console.secrets import Scrubber, instance_secrets
+        from console.timespec import parse_duration, parse_size
+
+        directory = Path(settings.recording_dir or default_recording_dir()).expanduser()
+        scrubber = Scrubber(s for inst in instances for s in instance_secrets(inst))
+        return RecordingWriter(directory, retain_s=parse_duration(settings.record_retain),
+                               max_bytes=parse_size(settings.record_max_size), scrubber=scrubber)
+
+    return make
+
+
+def run_replay(source: Any, settings: ConsoleSettings, *, profiles: Mapping[str, Any], simulated: bool,
+               title: str, keys: Mapping[str, Sequence[str]] | None = None) -> None:
+    """The console on a ``ReplaySource``: read-only ("replay"), no engine control, its clock the
+    recorded time."""
+    from console.ui.app import DeckApp, UiOptions
+    from console.ui.terminal_guard import TerminalGuard
+
+    install_exit_signals()
+    guard = TerminalGuard()
+    guard.install()
+    source.start()
+    try:
+        app = DeckApp(source, options=UiOptions(read_only=True, read_only_reason="replay", layout=settings.layout,
+                                                mouse=settings.mouse, simulated=simulated, title=title),
+                      profiles=profiles, clock=source.now, keys=keys)
+        _run_guarded(app, guard, mouse=settings.mouse)
+    finally:
+        source.stop()
         guard.close()
 
 

@@ -9,6 +9,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from console.ui.actions import Action, display_key
 from console.ui.host import host_of
 from console.ui.screens.base import DeckScreen
+from console.ui.timeline import REPLAY_GROUP, replay_of
 
 
 def _label(a: Action) -> str:
@@ -26,7 +27,8 @@ class ActionsProvider(Provider):
         name = (screen.deck_name if isinstance(screen, DeckScreen) else "") or type(screen).__name__
         return [
             a
-            for a in host.registry.visible(read_only=host.options.read_only)
+            for a in host.registry.visible(read_only=host.options.read_only,
+                                           hidden_groups=() if replay_of(host) else (REPLAY_GROUP,))
             if a.id != "palette" and a.available_on(name)
         ]
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Footer, Static
-from textual.widgets._footer import FooterKey
+from textual.widgets import Static
 
 from console.profiles import load_profiles
 from console.ui.actions import Action, ActionRegistry, KeyMapError
 from console.ui.app import DeckApp, UiOptions
 from console.ui.screens.modals import HelpScreen
+from console.ui.widgets.footer import DeckFooter
 from tests.ui.frozen import FrozenSource, clock
 
 
@@ -32,7 +32,7 @@ async def _settle(pilot: Pilot[Any]) -> None:
 
 
 def _footer(app: DeckApp) -> dict[str, str]:
-    return {k.description: k.key_display for k in app.screen.query_one(Footer).query(FooterKey)}
+    return {k.description: k.key_display for k in app.screen.query_one(DeckFooter).shown()}
 
 
 def _help_text(app: DeckApp) -> str:
@@ -135,8 +135,7 @@ async def test_footer_at_80_columns_with_a_remap() -> None:
         await _settle(pilot)
         footer = _footer(app)
         assert footer.get("quit") == "^x" and "q" not in footer.values()
-        used = sum(w.region.width for w in app.screen.query_one(Footer).children)
-        assert used <= 80
+        assert app.screen.query_one(DeckFooter).render().cell_len <= 80
 
 
 async def test_quit_on_a_remapped_ctrl_key_works_from_a_text_box() -> None:
@@ -156,12 +155,12 @@ async def test_quit_on_a_remapped_ctrl_key_works_from_a_text_box() -> None:
 
 
 async def test_read_only_refuses_a_remapped_engine_action() -> None:
-    app = _app({"stop": ["ctrl+s"]}, read_only=True)
+    app = _app({"stop": ["ctrl+y"]}, read_only=True)
     async with app.run_test(size=(80, 24)) as pilot:
         await _settle(pilot)
         notes: list[str] = []
         app.notify = lambda message, *a, **k: notes.append(str(message))  # type: ignore[method-assign]
-        await pilot.press("ctrl+s")
+        await pilot.press("ctrl+y")
         await _settle(pilot)
         assert any("read-only mode" in n and "stop" in n for n in notes), notes
         assert "stop" not in [a.id for a in app.registry.visible(read_only=True)]
@@ -229,7 +228,7 @@ def test_unknown_ids_and_keys_live_actions_would_share_are_refused(
 
 
 def test_the_same_key_on_screens_never_shown_together_is_allowed() -> None:
-    reg = _default_registry().rebound({"sort": ["i"], "bench_save": ["ctrl+s"], "stop": ["ctrl+x"]})
+    reg = _default_registry().rebound({"sort": ["i"], "bench_save": ["ctrl+y"], "stop": ["ctrl+x"]})
     assert reg.get("sort").keys == "i" and reg.get("bench_form").keys == "i"
     assert reg.get("stop").mutating  # read-only keeps refusing it, whatever its key
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from console.ui.screens.base import DeckScreen
 
 # One line per screen module (console.ui.screens.<name>), in navigation order.
-SCREEN_MODULES: tuple[str, ...] = ("overview", "engine", "gpus", "playground", "bench")
+SCREEN_MODULES: tuple[str, ...] = ("overview", "engine", "gpus", "playground", "bench", "alerts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,10 @@ class ScreenSpec:
     factory: Callable[[DeckHost, str | None], DeckScreen]
     actions: tuple[Action, ...] = ()
     needs_engine: bool = False  # opened for the engine under the cursor
+    # Kept when left and shown again on return instead of being built anew (composing, mounting
+    # and styling a screen is most of a key's way to it). Only for screens with nothing running
+    # while hidden: a kept screen gets no snapshots until it is shown again.
+    kept: bool = False
 
 
 _SCREENS: dict[str, ScreenSpec] = {}

@@ -11,10 +11,12 @@ from rich.text import Text
 from textual.screen import Screen
 from textual.widget import Widget
 
-from console.model import FleetSnapshot
+from console.model import AlertState, FleetSnapshot
+from console.recording.replay import ReplaySource
 from console.target import EngineTarget
 from console.ui import format as fmt
 from console.ui.host import DeckHost, host_of
+from console.ui.timeline import timeline_badge
 from console.ui.widgets.line import Line
 
 
@@ -32,10 +34,15 @@ class TopBar(Line):
         t.append(f" {title}")
         if app.options.simulated:
             t.append("  SIMULATED", style=fmt.SIM)
-        if app.options.read_only:
-            t.append("  read-only", style="bold")
+        if app.recording_active:
+            t.append("  ● REC", style="bold red")
         src = app.source
-        if src is not None:
+        if isinstance(src, ReplaySource):
+            t.append("  ")
+            t.append_text(timeline_badge(src, wide=self.size.width >= 100))
+        elif app.options.read_only:
+            t.append("  read-only", style="bold")
+        if src is not None and not isinstance(src, ReplaySource):
             if src.paused:
                 t.append("  ❚❚ paused", style="bold yellow")
             else:
@@ -45,9 +52,20 @@ class TopBar(Line):
             t.append(f"  {fmt.plural(len(fleet.engines), 'engine')}")
             if sick:
                 t.append(f" {fmt.plural(sick, 'needs', 'need')} attention", style=fmt.CRIT)
+        if fleet is not None and fleet.alerts:
+            firing = {sev: 0 for sev in ("critical", "warning", "info")}
+            for a in fleet.alerts:
+                if a.state is AlertState.FIRING:
+                    firing[a.severity] = firing.get(a.severity, 0) + 1
+            if any(firing.values()):
+                t.append("  ▲", style=fmt.CRIT if firing["critical"] else fmt.WARN)
+                for sev, style in (("critical", fmt.CRIT), ("warning", fmt.WARN), ("info", "cyan")):
+                    if firing.get(sev):
+                        t.append(f" {firing[sev]} {sev}", style=style)
+                t.append(" (a)", style="dim")
         if app.backing_problem:
             t.append(f"  {app.backing_problem.split(':')[0]}", style=fmt.CRIT)  # the notice has the rest
-        if fleet is not None:
+        if fleet is not None and not isinstance(src, ReplaySource):
             age = app.clock() - fleet.taken_at
             if src is not None and not src.paused and age > 3 * max(src.refresh, 1.0):
                 t.append(f"  no new data for {fmt.ago(app.clock(), fleet.taken_at)}", style=fmt.CRIT)
@@ -95,7 +113,14 @@ class DeckScreen(Screen[None]):
     def layout_changed(self, name: str) -> None:
         """The app switched to layout ``name`` (compact, default, wide)."""
 
+    def detail_engine(self) -> str | None:
+        """The engine whose every raw series this screen shows (the hub parses them only then)."""
+        return None
+
     def on_screen_resume(self) -> None:
+        # Also on a return to a kept screen, and when a pop-up over it closes.
+        if self.deck.source is not None:
+            self.deck.source.set_detail(self.detail_engine())
         if self.deck.fleet is not None:
             self.show_fleet(self.deck.fleet)
         self.refresh_top()

@@ -191,7 +191,11 @@ class EngineScreen(DeckScreen):
     def on_mount(self) -> None:
         self._fit_raw_columns()
         self._show_logs()
-        self._want_raw(self.engine)
+
+    def detail_engine(self) -> str | None:
+        # Every raw series is parsed only while a screen shows them (the hub's set_detail): each
+        # screen names its engine, or none, when it comes up (DeckScreen.on_screen_resume).
+        return self.engine
 
     def on_resize(self) -> None:
         self._fit_raw_columns()
@@ -211,14 +215,6 @@ class EngineScreen(DeckScreen):
         self._raw_order = []  # refill at the next redraw
         if self.deck.fleet is not None and self.is_mounted:
             self.show_fleet(self.deck.fleet)
-
-    def on_unmount(self) -> None:
-        self._want_raw(None)
-
-    def _want_raw(self, engine: str | None) -> None:
-        # Every raw series is parsed only while this screen shows them (the hub's set_detail).
-        if self.deck.source is not None:
-            self.deck.source.set_detail(engine)
 
     def _snap(self, fleet: FleetSnapshot) -> EngineSnapshot | None:
         return fleet.engine(self.engine)
@@ -439,4 +435,4 @@ ACTIONS: Sequence[Action] = (
            screens=("engine",), short="filter", text_box="outside", priority=True),
 )
 
-register_screen(ScreenSpec("engine", "Engine detail", _screen, tuple(ACTIONS), needs_engine=True))
+register_screen(ScreenSpec("engine", "Engine detail", _screen, tuple(ACTIONS), needs_engine=True, kept=True))

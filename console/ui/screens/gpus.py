@@ -211,4 +211,4 @@ def _screen(app: DeckHost, target: str | None) -> GpuScreen:
 
 ACTIONS: Sequence[Action] = ()
 
-register_screen(ScreenSpec("gpus", "GPUs", _screen, tuple(ACTIONS)))
+register_screen(ScreenSpec("gpus", "GPUs", _screen, tuple(ACTIONS), kept=True))

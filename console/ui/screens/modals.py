@@ -13,7 +13,6 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from console.model import EnergyView
 from console.profiles import EngineProfile
 from console.ui import format as fmt
 from console.ui.actions import ActionRegistry, display_key
@@ -21,12 +20,12 @@ from console.ui.explain_rows import explain_key
 from console.ui.host import host_of
 
 
-def help_table(registry: ActionRegistry, *, read_only: bool) -> Table:
+def help_table(registry: ActionRegistry, *, read_only: bool, hidden_groups: tuple[str, ...] = ()) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     table.add_column(style="dim")
-    for group, actions in registry.groups(read_only=read_only).items():
+    for group, actions in registry.groups(read_only=read_only, hidden_groups=hidden_groups).items():
         table.add_row(Text(group, style="bold underline"), "", "")
         for a in actions:
             where = "" if not a.screens else ", ".join(a.screens)
@@ -67,21 +66,26 @@ class HelpScreen(_Popup):
     BINDINGS: ClassVar = [Binding("escape,q,question_mark,f1", "dismiss", "Close", show=False)]
     closed_by = "help"
 
-    def __init__(self, registry: ActionRegistry, *, read_only: bool) -> None:
+    def __init__(self, registry: ActionRegistry, *, read_only: bool, reason: str = "",
+                 hidden_groups: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.registry = registry
         self.read_only = read_only
+        self.reason = reason  # why read-only ("replay"); "" for read-only mode
+        self.hidden_groups = hidden_groups  # the replay's keys in a live console
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box", classes="popup"):
             note = Text("Keys (also in the command palette, ctrl+p). ", style="bold")
             if self.read_only:
-                note.append("Read-only mode: engine control is disabled and not listed.", style=fmt.WARN)
+                why = "Replay" if self.reason == "replay" else "Read-only mode"
+                note.append(f"{why}: engine control is disabled and not listed.", style=fmt.WARN)
             note.append("\nCells: 'n/a' = not exported / no data yet (never 0) · '~' = few samples · "
                         "'>' = beyond the largest histogram bucket · '--' = engine not answering · "
                         "'stale N s: why' = last collection failed N s ago", style="dim")
             yield Static(note)
-            yield Static(help_table(self.registry, read_only=self.read_only), id="help-table")
+            yield Static(help_table(self.registry, read_only=self.read_only, hidden_groups=self.hidden_groups),
+                         id="help-table")
 
 
 class ExplainScreen(_Popup):
@@ -89,9 +93,9 @@ class ExplainScreen(_Popup):
     closed_by = "explain"
 
     def __init__(self, metric: str, profile: EngineProfile | None, engine: str, *, simulated: bool,
-                 energy: EnergyView | None = None) -> None:  # fmt: skip
+                 text: Text | None = None) -> None:
         super().__init__()
-        self.energy = energy
+        self.text = text  # given: shown as it is (an alert's explanation)
         self.metric = metric
         self.profile = profile
         self.engine = engine
@@ -99,9 +103,9 @@ class ExplainScreen(_Popup):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="explain-box", classes="popup"):
-            yield Static(explain_key(self.metric, self.profile, engine_name=self.engine, simulated=self.simulated,
-                                     energy=self.energy),
-                         id="explain-text")
+            body = self.text if self.text is not None else explain_key(
+                self.metric, self.profile, engine_name=self.engine, simulated=self.simulated)
+            yield Static(body, id="explain-text")
             yield Static(Text("esc to close", style="dim"))
 
 

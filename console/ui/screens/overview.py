@@ -17,6 +17,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Input
 
 from console.model import (
+    Alert,
+    AlertState,
     EngineSnapshot,
     FleetSnapshot,
     GpuFleet,
@@ -52,6 +54,16 @@ def _num(v: float | None, desc: bool = True) -> tuple[int, float]:
         return (1, 0.0)
     assert v is not None
     return (0, -v if desc else v)
+
+
+# Row tint of an engine with a firing alert (k9s' error/modify colours); the cells' markup carries it,
+# so only the rows whose tint changes are drawn again.
+TINT = {"critical": "on #5f0000", "warning": "on #5f3f00"}
+
+
+def row_tint(alerts: tuple[Alert, ...], engine: str) -> str:
+    sev = {a.severity for a in alerts if a.engine == engine and a.state is AlertState.FIRING}
+    return next((TINT[s] for s in ("critical", "warning") if s in sev), "")
 
 
 def short_name(name: str) -> str:
@@ -387,6 +399,10 @@ class OverviewScreen(DeckScreen):
                     t if c.key in IDENTITY_COLS else Text("--", style="dim")
                     for c, t in zip(cols, cells, strict=True)
                 ]
+            tint = row_tint(fleet.alerts, e.name)
+            if tint:
+                for t in cells:
+                    t.stylize(tint)
             rows[e.name] = cells
         order = [e.name for e in engines]
         if order != self._row_order and self._name_width() != self._shown_name_w:
@@ -415,6 +431,13 @@ class OverviewScreen(DeckScreen):
                     table.update_cell(name, c.key, t)
 
     def _attention(self, fleet: FleetSnapshot, now: float) -> Text:
+        t = self._health_attention(fleet, now)
+        firing = sum(1 for a in fleet.alerts if a.state is AlertState.FIRING)
+        if firing:
+            t = Text.assemble((f"▲ {fmt.plural(firing, 'alert')} firing (a: alerts)", fmt.WARN), "\n", t)
+        return t
+
+    def _health_attention(self, fleet: FleetSnapshot, now: float) -> Text:
         if not fleet.engines:
             return Text("no engines yet: waiting for the first collection", style="dim")
         sick = [e for e in fleet.engines if fmt.is_sick(e)]

@@ -1,0 +1,53 @@
+"""``enginedeck export``: a recording (folder, cut file or bundle) as OpenMetrics text or CSV.
+
+OpenMetrics output is what ``promtool tsdb create-blocks-from openmetrics FILE DIR`` loads into
+Prometheus blocks; CSV has one row a sample (time, metric, engine, profile, model, gpu, value).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("export", help="a recording as OpenMetrics (for promtool / Prometheus) or CSV")
+    p.add_argument("path", metavar="FILE|DIR|BUNDLE", help="a recording folder, a cut .edrec file or a bundle")
+    p.add_argument("--format", choices=("openmetrics", "csv"), default="openmetrics", help="default openmetrics")
+    p.add_argument("--from", dest="start", metavar="TIME", help="start: '10m ago', '19:05', a date and time")
+    p.add_argument("--to", dest="end", metavar="TIME", help="end (default: the end of the recording)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: standard output)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from console.errors import UserError
+    from console.recording import RecordingError
+    from console.recording.export import write_csv, write_openmetrics
+    from console.recording.opening import open_any, window
+
+    try:
+        lo, hi = window(args.start, args.end)
+        rec = open_any(Path(args.path))
+        write = write_openmetrics if args.format == "openmetrics" else write_csv
+        if args.output:
+            out = Path(args.output)
+            part = out.with_name(out.name + ".part")
+            try:
+                with part.open("w", encoding="utf-8", newline="") as f:
+                    n = write(rec.documents(lo, hi), f)
+                part.replace(out)
+            except OSError as exc:
+                part.unlink(missing_ok=True)
+                raise UserError(f"cannot write {out}: {exc.strerror}") from None
+            print(f"{n} samples -> {out}", file=sys.stderr)
+        else:
+            write(rec.documents(lo, hi), sys.stdout)
+    except RecordingError as exc:
+        raise UserError(str(exc)) from None
+    if rec.skipped:
+        print(f"enginedeck: {rec.skipped} damaged frame(s) skipped", file=sys.stderr)
+    return 0

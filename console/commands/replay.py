@@ -1,0 +1,69 @@
+"""``enginedeck replay FILE|DIR|BUNDLE``: the console on a recording, with a timeline.
+
+Read-only (every action that would change an engine, and the playground and bench, say "replay:
+... is disabled"); the top bar shows REPLAY and the recorded time. ``-t`` starts at a time:
+``10m ago`` (counted from now while the recording reaches now, else from its end), ``19:05``, a
+date and time, or a unix time. Keys: space play/pause, ``,`` ``.`` step, ``<`` ``>`` a minute,
+``t`` go to a time, ``+`` ``-`` speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("replay", help="the console on a recording (enginedeck record, a cut or a bundle)")
+    p.add_argument("path", metavar="FILE|DIR|BUNDLE", nargs="?",
+                   help="a recording folder, a cut .edrec file or a bundle (default: the recording folder)")
+    p.add_argument("-t", "--time", metavar="TIME", help="start here: '10m ago', '19:05', '2026-12-01 19:05:30'")
+    p.add_argument("--speed", type=float, default=1.0, metavar="X", help="playback speed (default 1)")
+    p.add_argument("--paused", action="store_true", help="start paused (space plays)")
+    p.add_argument("--layout", metavar="NAME", default=None, help="auto, compact, default or wide")
+    p.add_argument("--no-mouse", action="store_true", default=None, help="do not capture the mouse")
+    p.add_argument("--config", metavar="FILE", default=None, help="configuration file (default: platform path)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from console.config import load_config
+    from console.errors import UserError
+    from console.profiles import load_profiles
+    from console.recording import RecordingError, default_recording_dir
+    from console.recording.opening import open_any
+    from console.recording.replay import ReplaySource
+    from console.ui.launch import check_keys, run_replay
+    from console.ui.timeline import replay_time
+
+    if args.speed <= 0:
+        raise UserError("--speed must be positive")
+    config = load_config(args.config)
+    check_keys(config)
+    settings = config.console
+    updates: dict[str, Any] = {}
+    if args.layout is not None:
+        updates["layout"] = args.layout
+    if args.no_mouse:
+        updates["mouse"] = False
+    settings = settings.model_copy(update=updates)
+    path = Path(args.path) if args.path else Path(settings.recording_dir or default_recording_dir()).expanduser()
+    try:
+        rec = open_any(path)
+        src = ReplaySource(rec, playing=not args.paused)
+        if args.time:
+            try:
+                start = replay_time(args.time, src)
+            except ValueError as exc:
+                raise UserError(str(exc)) from None
+            src = ReplaySource(rec, start=start, playing=not args.paused)
+    except RecordingError as exc:
+        raise UserError(str(exc)) from None
+    src.set_speed(args.speed)
+    first = src.latest()
+    simulated = any(e.simulated for e in first.engines) or first.gpus.source == "simulated"
+    run_replay(src, settings, profiles=load_profiles(), simulated=simulated, title=f"replay of {path.name}",
+               keys=config.keys)
+    return 0

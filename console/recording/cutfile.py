@@ -1,0 +1,67 @@
+"""A cut: part of a recording written as one self-contained ``.edrec`` file (no index beside it).
+
+It is written under a temporary name and renamed into place, so a reader never sees half a cut.
+Documents are framed again (``FRAME_S`` each, against the cut's own dictionary), raw payloads one a
+frame, so the cut replays and exports exactly like the folder it came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from console.recording import frames
+from console.recording.payloads import docs_payload, raw_payload
+from console.recording.segments import SegmentWriter
+from console.recording.writer import FRAME_S, RecordingError
+
+
+def write_cut(docs: Iterable[tuple[float, dict[str, Any]]], raw: Iterable[tuple[float, str, bytes]],
+              dest: Path) -> Path:
+    part = dest.with_name(dest.name + ".part")
+    with contextlib.suppress(FileNotFoundError):
+        part.unlink()
+    try:
+        seg = SegmentWriter(part, indexed=False)
+    except OSError as exc:
+        raise RecordingError(f"cannot write {dest}: {exc.strerror}") from None
+    written = 0
+    try:
+        times: list[float] = []
+        lines: list[bytes] = []
+
+        def frame() -> None:
+            if seg.zdict is None:
+                seg.set_dict(lines[0], times[0])
+            seg.write(frames.KIND_DOCS, docs_payload(times, lines), t_first=min(times), t_last=max(times),
+                      count=len(times), use_dict=True)
+            times.clear()
+            lines.clear()
+
+        for t, doc in docs:
+            times.append(t)
+            lines.append(orjson.dumps(doc))
+            written += 1
+            if t - times[0] >= FRAME_S:
+                frame()
+        if times:
+            frame()
+        for t, engine, body in raw:
+            seg.write(frames.KIND_RAW, raw_payload(engine, body, t), t_first=t, t_last=t, count=1)
+            written += 1
+        seg.sync()
+    except OSError as exc:
+        seg.close()
+        part.unlink(missing_ok=True)
+        raise RecordingError(f"cannot write {dest}: {exc.strerror}") from None
+    seg.close()
+    if not written:
+        part.unlink(missing_ok=True)
+        raise RecordingError("nothing was recorded in that time")
+    os.replace(part, dest)
+    return dest

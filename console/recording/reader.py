@@ -1,0 +1,220 @@
+"""``Recording``: a recording folder (or one cut file) read back by time.
+
+Opening reads only the indexes (and scans what they lack), so a day of recording opens and seeks in
+milliseconds; frames are decompressed when asked for, and the last few are kept decoded (stepping
+through a replay reads the same frame ten times). A frame that is torn or corrupt is skipped and
+counted in ``skipped``; the rest of the recording reads as usual.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.recording import frames
+from console.recording.frames import FrameInfo
+from console.recording.payloads import PayloadError, read_docs, read_raw
+from console.recording.segments import DATA_SUFFIX, Segment
+from console.recording.writer import RecordingError, segment_name
+
+Docs = list[tuple[float, dict[str, Any]]]
+_CACHE_FRAMES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRef:
+    segment: Segment
+    info: FrameInfo
+
+
+class Recording:
+    """Every document and raw payload of a recording, in time order."""
+
+    def __init__(self, path: Path, segments: list[Segment]) -> None:
+        self.path = path
+        self.segments = segments
+        docs: list[FrameRef] = []
+        raw: list[FrameRef] = []
+        for seg in segments:
+            for info in seg.frames:
+                if info.kind == frames.KIND_DOCS:
+                    docs.append(FrameRef(seg, info))
+                elif info.kind == frames.KIND_RAW:
+                    raw.append(FrameRef(seg, info))
+        # Stable: frames of one time keep their file order.
+        self.doc_frames = sorted(docs, key=lambda r: r.info.t_first)
+        self.raw_frames = sorted(raw, key=lambda r: r.info.t_first)
+        self._doc_starts = [r.info.t_first for r in self.doc_frames]
+        self._raw_starts = [r.info.t_first for r in self.raw_frames]
+        self._decoded: OrderedDict[int, Docs] = OrderedDict()
+        self.skipped = 0  # frames that could not be read back
+
+    @classmethod
+    def open(cls, path: Path) -> Recording:
+        """A recording folder (every segment in it) or a single ``.edrec`` file (a cut)."""
+        path = Path(path)
+        if path.is_dir():
+            files = sorted(path.glob("*" + DATA_SUFFIX))
+            if not files:
+                raise RecordingError(f"{path}: no recording here (no *{DATA_SUFFIX} files)")
+        elif path.is_file():
+            files = [path]
+        else:
+            raise RecordingError(f"{path}: no such file or folder")
+        segments = []
+        for f in files:
+            try:
+                segments.append(Segment.load(f))
+            except OSError as exc:
+                raise RecordingError(f"{f}: cannot read: {exc.strerror}") from None
+        rec = cls(path, segments)
+        if path.is_file() and not rec.doc_frames and not rec.raw_frames:
+            with path.open("rb") as fh:
+                if fh.read(len(frames.MAGIC)) != frames.MAGIC:
+                    raise RecordingError(f"{path}: not an enginedeck recording")
+        return rec
+
+    @property
+    def span(self) -> tuple[float, float] | None:
+        """The first and the last recorded time (documents and raw payloads), or None when empty."""
+        refs = self.doc_frames + self.raw_frames
+        if not refs:
+            return None
+        return min(r.info.t_first for r in refs), max(r.info.t_last for r in refs)
+
+    @property
+    def doc_span(self) -> tuple[float, float] | None:
+        if not self.doc_frames:
+            return None
+        return self.doc_frames[0].info.t_first, max(r.info.t_last for r in self.doc_frames)
+
+    # -- documents ---------------------------------------------------------------------------
+
+    def frame_docs(self, i: int) -> Docs:
+        """The documents of document frame ``i`` (empty when it cannot be read back)."""
+        got = self._decoded.get(i)
+        if got is not None:
+            self._decoded.move_to_end(i)
+            return got
+        ref = self.doc_frames[i]
+        payload = ref.segment.payload(ref.info)
+        docs: Docs = []
+        if payload is not None:
+            try:
+                docs = list(read_docs(payload))
+            except PayloadError:
+                docs = []
+        if not docs:
+            self.skipped += 1
+        self._decoded[i] = docs
+        if len(self._decoded) > _CACHE_FRAMES:
+            self._decoded.popitem(last=False)
+        return docs
+
+    def frame_index(self, t: float) -> int:
+        """The document frame holding time ``t`` (or the last one that starts before it); -1 before all."""
+        return bisect.bisect_right(self._doc_starts, t) - 1
+
+    def _first_frame(self, start: float | None, starts: list[float], refs: list[FrameRef]) -> int:
+        if start is None:
+            return 0
+        i = max(0, bisect.bisect_right(starts, start) - 1)
+        while i > 0 and refs[i - 1].info.t_last >= start:  # frames that overlap (a clock set back)
+            i -= 1
+        return i
+
+    def documents(self, start: float | None = None, end: float | None = None
+                  ) -> Iterator[tuple[float, dict[str, Any]]]:
+        """(time, status document) for every document recorded in [start, end], oldest first."""
+        lo = -math.inf if start is None else start
+        hi = math.inf if end is None else end
+        for i in range(self._first_frame(start, self._doc_starts, self.doc_frames), len(self.doc_frames)):
+            info = self.doc_frames[i].info
+            if info.t_first > hi:
+                break
+            if info.t_last < lo:
+                continue
+            for t, doc in self.frame_docs(i):
+                if lo <= t <= hi:
+                    yield t, doc
+
+    def doc_at(self, t: float) -> tuple[int, int] | None:
+        """Where the last document recorded at or before ``t`` is: (frame, position in the frame);
+        the very first document when ``t`` is before the recording; None when there is none."""
+        i = self.frame_index(t)
+        if i < 0:
+            return self.next_doc(-1, -1)
+        while i >= 0:
+            docs = self.frame_docs(i)
+            best = None
+            for k, (at, _doc) in enumerate(docs):
+                if at <= t:
+                    best = k
+            if best is not None:
+                return i, best
+            i -= 1
+        return self.next_doc(-1, -1)
+
+    def next_doc(self, i: int, k: int) -> tuple[int, int] | None:
+        """The document after (frame ``i``, position ``k``), or None at the end."""
+        if i >= 0 and k + 1 < len(self.frame_docs(i)):
+            return i, k + 1
+        for j in range(i + 1, len(self.doc_frames)):
+            if self.frame_docs(j):
+                return j, 0
+        return None
+
+    def prev_doc(self, i: int, k: int) -> tuple[int, int] | None:
+        """The document before (frame ``i``, position ``k``), or None at the start."""
+        if k > 0:
+            return i, k - 1
+        for j in range(i - 1, -1, -1):
+            docs = self.frame_docs(j)
+            if docs:
+                return j, len(docs) - 1
+        return None
+
+    def doc(self, pos: tuple[int, int]) -> tuple[float, dict[str, Any]]:
+        return self.frame_docs(pos[0])[pos[1]]
+
+    # -- raw payloads ------------------------------------------------------------------------
+
+    def raw_payloads(self, start: float | None = None, end: float | None = None
+                     ) -> Iterator[tuple[float, str, bytes]]:
+        """(time, engine, payload) for every raw payload recorded in [start, end], oldest first."""
+        lo = -math.inf if start is None else start
+        hi = math.inf if end is None else end
+        for i in range(self._first_frame(start, self._raw_starts, self.raw_frames), len(self.raw_frames)):
+            ref = self.raw_frames[i]
+            if ref.info.t_first > hi:
+                break
+            if ref.info.t_last < lo:
+                continue
+            payload = ref.segment.payload(ref.info)
+            try:
+                if payload is None:
+                    raise PayloadError("unreadable")
+                at, engine, body = read_raw(payload)
+            except PayloadError:
+                self.skipped += 1
+                continue
+            if lo <= at <= hi:
+                yield at, engine, body
+
+    # -- cutting -----------------------------------------------------------------------------
+
+    def cut(self, start: float | None, end: float | None, dest: Path) -> Path:
+        """[start, end] of this recording as one self-contained, replayable ``.edrec`` file at
+        ``dest`` (or inside ``dest`` when it is a folder); returns its path."""
+        from console.recording.cutfile import write_cut
+
+        dest = Path(dest)
+        if dest.is_dir():
+            first = start if start is not None else (self.span or (0.0, 0.0))[0]
+            dest = dest / ("recording-" + segment_name(first))
+        return write_cut(self.documents(start, end), self.raw_payloads(start, end), dest)

@@ -1,0 +1,180 @@
+"""The inverse of ``status_doc``: an ``enginedeck.status/2`` document back into a ``FleetSnapshot``.
+
+A replay shows recorded documents on the normal screens, which read snapshots. What the document
+does not hold (raw series, counters, lifecycle details, per-part ``taken_at``) comes back empty or
+as the document's own ``taken_at``; everything it holds comes back so that ``status_doc`` of the
+result is the document again (tested as a round trip). A document of another schema, or one that
+is not shaped like ours, raises ``DocumentError`` with what is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from console.model import (
+    EngineIdentity,
+    EngineSnapshot,
+    FleetSnapshot,
+    Freshness,
+    GpuFleet,
+    GpuProcess,
+    GpuSnapshot,
+    HostSnapshot,
+    ModelMetrics,
+    Phase,
+    Quantiles,
+    Rates,
+    SourceState,
+)
+from console.status_doc import SCHEMA
+
+Doc = Mapping[str, Any]
+
+
+class DocumentError(ValueError):
+    """A status document this console cannot read back."""
+
+
+def _f(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _nan(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+def _i(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def quantiles_from(d: Doc) -> Quantiles:
+    return Quantiles(p50=_f(d["p50"]), p90=_f(d["p90"]), p99=_f(d["p99"]), count=_f(d["count"]),
+                     mean=_f(d["mean"]), low_sample=bool(d["low_sample"]), capped=tuple(d.get("capped") or ()))
+
+
+def rates_from(d: Doc) -> Rates:
+    return Rates(r5s=_f(d["5s"]), r15s=_f(d["15s"]), r60s=_f(d["60s"]), at_finish=bool(d.get("at_finish", False)))
+
+
+def freshness_from(d: Doc) -> Freshness:
+    return Freshness(state=SourceState(d["state"]), updated_at=_f(d["updated_at"]),
+                     stale_since=_f(d["stale_since"]), reason=d["reason"] or "")
+
+
+def model_from(d: Doc) -> ModelMetrics:
+    return ModelMetrics(
+        model=d["model"],
+        running=_f(d["running"]),
+        waiting=_f(d["waiting"]),
+        kv_usage=_f(d["kv_usage"]),
+        kv_usage_mean=_f(d["kv_usage_mean"]),
+        replicas=int(d["replicas"]),
+        prefix_hit_rate=_f(d["prefix_hit_rate"]),
+        prefix_hit_rate_window=d["prefix_hit_rate_window"],
+        prompt_tps=rates_from(d["prompt_tokens_per_s"]),
+        generation_tps=rates_from(d["generation_tokens_per_s"]),
+        request_rate=rates_from(d["requests_per_s"]),
+        error_rate=rates_from(d["errors_per_s"]),
+        preemptions_total=_f(d["preemptions_total"]),
+        preemption_rate=rates_from(d["preemptions_per_s"]),
+        ttft=quantiles_from(d["ttft_s"]),
+        itl=quantiles_from(d["itl_s"]),
+        tpot=quantiles_from(d["tpot_s"]),
+        e2e=quantiles_from(d["e2e_s"]),
+        queue_time=quantiles_from(d["queue_time_s"]),
+    )
+
+
+def engine_from(d: Doc, taken_at: float) -> EngineSnapshot:
+    summary = d["summary"]
+    return EngineSnapshot(
+        name=d["name"],
+        profile=d["profile"],
+        url=d["url"],
+        taken_at=taken_at,
+        phase=Phase(d["phase"]),
+        reachable=bool(d["reachable"]),
+        health_detail=d["detail"] or "",
+        identity=EngineIdentity(version=d["version"], models=tuple(d["served_models"]),
+                                max_model_len=_i(d["max_model_len"])),
+        metrics_freshness=freshness_from(d["metrics"]),
+        health_freshness=freshness_from(d["health"]),
+        models=tuple(model_from(m) for m in d["per_model"]),
+        total=model_from(summary) if summary is not None else None,
+        missing=tuple(d["missing_metrics"]),
+        managed=bool(d["managed"]),
+        simulated=bool(d["simulated"]),
+        gpus=tuple(int(g) for g in d["gpus"]),
+        pids=tuple(int(p) for p in d["pids"]),
+        cpu_percent=_f(d["cpu_percent"]),
+        rss_bytes=_i(d["rss_bytes"]),
+    )
+
+
+def gpu_from(d: Doc, taken_at: float) -> GpuSnapshot:
+    return GpuSnapshot(
+        index=int(d["index"]),
+        name=d["name"],
+        uuid=d["uuid"],
+        taken_at=taken_at,
+        util_percent=_f(d["util_percent"]),
+        mem_util_percent=_f(d["mem_util_percent"]),
+        mem_used_bytes=_i(d["mem_used_bytes"]),
+        mem_total_bytes=_i(d["mem_total_bytes"]),
+        temperature_c=_f(d["temperature_c"]),
+        power_w=_f(d["power_w"]),
+        power_limit_w=_f(d["power_limit_w"]),
+        sm_clock_mhz=_i(d["sm_clock_mhz"]),
+        mem_clock_mhz=_i(d["mem_clock_mhz"]),
+        ecc_errors=_i(d["ecc_errors"]),
+        xid_errors=tuple(int(x) for x in d["xid_errors"]),
+        processes=tuple(GpuProcess(pid=int(p["pid"]), used_bytes=_i(p["used_bytes"]), name=p["name"],
+                                   container=p["container"], engine=p["engine"]) for p in d["processes"]),
+        simulated=bool(d["simulated"]),
+    )
+
+
+def gpus_from(d: Doc, taken_at: float) -> GpuFleet:
+    return GpuFleet(
+        gpus=tuple(gpu_from(g, taken_at) for g in d["devices"]),
+        freshness=freshness_from(d["freshness"]),
+        driver_version=d["driver_version"],
+        source=d["source"],
+        unavailable_reason=d["reason"] or "",
+    )
+
+
+def host_from(d: Doc | None, taken_at: float) -> HostSnapshot | None:
+    if d is None:
+        return None
+    load = d["load_avg"]
+    return HostSnapshot(
+        taken_at=taken_at,
+        cpu_percent=_f(d["cpu_percent"]),
+        cpu_count=_i(d["cpu_count"]),
+        mem_used_bytes=_i(d["mem_used_bytes"]),
+        mem_total_bytes=_i(d["mem_total_bytes"]),
+        # A non-finite load came out as null; NaN goes back out as null again.
+        load_avg=(_nan(load[0]), _nan(load[1]), _nan(load[2])) if load else None,
+        hostname=d["hostname"],
+        freshness=freshness_from(d["freshness"]),
+    )
+
+
+def snapshot_from_doc(doc: Doc) -> FleetSnapshot:
+    """The snapshot a status document was made from, as far as the document holds it."""
+    schema = doc.get("schema") if isinstance(doc, Mapping) else None
+    if schema != SCHEMA:
+        raise DocumentError(f"not an {SCHEMA} document (schema {schema!r})")
+    try:
+        t = float(doc["taken_at"])
+        return FleetSnapshot(
+            taken_at=t,
+            engines=tuple(engine_from(e, t) for e in doc["engines"]),
+            gpus=gpus_from(doc["gpus"], t),
+            host=host_from(doc["host"], t),
+        )
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise DocumentError(f"malformed {SCHEMA} document: {type(exc).__name__}: {exc}") from None
