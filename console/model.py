@@ -91,6 +91,39 @@ class Rates:
 
 
 @dataclass(frozen=True, slots=True)
+class SpecDecode:
+    """Speculative decoding over 60 s (``window`` "60s") from the counters, or the engine's own gauges
+    (``window`` "gauge": SGLang's last batch)."""
+
+    acceptance_rate: float | None = None  # accepted / draft tokens (0-1)
+    acceptance_length: float | None = None  # tokens per verification step: 1 + accepted / drafts
+    draft_share: float | None = None  # share of the generated tokens that were accepted drafts
+    window: str = "60s"
+    per_position: tuple[float, ...] = ()  # acceptance of draft position 1..k: Δaccepted[i] / Δdrafts
+
+
+@dataclass(frozen=True, slots=True)
+class KvTransfer:
+    """KV-cache transfer of disaggregated prefill/decode (vLLM's NIXL connector counters over 60 s,
+    or SGLang's gauges)."""
+
+    bytes_per_s: float | None = None  # bytes moved per second of wall time
+    link_gb_s: float | None = None  # GB/s while transferring (bytes / transfer time), or the gauge
+    latency_s: float | None = None  # mean time of one transfer
+    failures_per_s: Rates = Rates()
+
+
+@dataclass(frozen=True, slots=True)
+class LoraState:
+    """LoRA adapters (vLLM lora_requests_info, SGLang lora_pool_*)."""
+
+    running: float | None = None  # adapters with running requests
+    waiting: float | None = None  # adapters with waiting requests
+    slots_used: float | None = None
+    slots_total: float | None = None  # max_lora
+
+
+@dataclass(frozen=True, slots=True)
 class ModelMetrics:
     """Normalised metrics of one served model on one engine (DP/TP series already combined)."""
 
@@ -119,6 +152,10 @@ class ModelMetrics:
     ttft_cumulative: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
     # Current counter values (after reset correction), canonical name -> value.
     counters: dict[str, float] = field(default_factory=dict)
+    # Present only where the engine exposes the series (None: no such panel).
+    spec: SpecDecode | None = None
+    kv_transfer: KvTransfer | None = None
+    lora: LoraState | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +192,37 @@ class LifecycleView:
 
 
 @dataclass(frozen=True, slots=True)
+class EnergyView:
+    """Energy of one engine (or one GPU) over the energy window; computed by
+    ``console.telemetry.energy`` from the GPUs' energy counters and the engine's token counters.
+
+    ``source``: "counter" (NVML's total-energy counter), "integrated" (power sampled at 10 Hz and
+    integrated, where the counter is not supported: less exact), "simulated" (the demo's GPUs) or
+    "mixed". ``attribution``: "exact" (the engine has its GPUs alone) or "estimate" (a shared GPU
+    or MIG: the GPU's energy split by memory share; ``reason`` says why).
+    """
+
+    joules: float | None = None  # over ``window_s``
+    window_s: float | None = None
+    power_w: float | None = None  # joules / window_s
+    tokens_per_joule: float | None = None  # generated tokens / J
+    total_tokens_per_joule: float | None = None  # (prompt + generated) tokens / J
+    joules_per_1k_output: float | None = None
+    idle_w: float | None = None  # mean power while idle (no running request, no tokens) in the last minutes
+    busy_w: float | None = None  # mean power while serving, same span
+    total_joules: float | None = None  # since the console started watching (reset-safe)
+    source: str = ""
+    attribution: str = "exact"
+    reason: str = ""  # why an estimate, or why n/a
+    gpus: tuple[int, ...] = ()
+    simulated: bool = False
+
+    @property
+    def estimate(self) -> bool:
+        return self.attribution != "exact"
+
+
+@dataclass(frozen=True, slots=True)
 class EngineSnapshot:
     """Everything known about one engine instance at one moment."""
 
@@ -181,6 +249,7 @@ class EngineSnapshot:
     rss_bytes: int | None = None
     last_log_line: str = ""
     lifecycle: LifecycleView | None = None  # managed engines: what engine control says
+    energy: EnergyView | None = None  # None: no GPU energy for this engine (no GPU, no counter yet)
 
     @property
     def live(self) -> bool:
@@ -219,6 +288,12 @@ class GpuSnapshot:
     throttle_reasons: tuple[str, ...] | None = None
     processes: tuple[GpuProcess, ...] = ()
     simulated: bool = False
+    # Energy: NVML's total-energy counter (mJ since the driver loaded; Volta+), or, where the device
+    # lacks it, power integrated at 10 Hz since the console started ("integrated").
+    energy_mj: float | None = None
+    energy_source: str = ""  # "counter" | "integrated" | "simulated" | "" (n/a)
+    mig: bool | None = None  # MIG mode on: the counter covers the whole device, not one instance
+    energy: EnergyView | None = None  # windowed figures, filled in by the hub
 
     @property
     def mem_percent(self) -> float | None:

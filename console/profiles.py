@@ -24,7 +24,21 @@ from console.resources import data_dir
 
 # Canonical metrics every engine is normalised to. A profile maps each one it has to raw names;
 # a canonical metric absent from a profile is "n/a" for that engine, never 0.
-GAUGES = ("running", "waiting", "kv_usage", "prefix_hit_rate_gauge")
+GAUGES = (
+    "running",
+    "waiting",
+    "kv_usage",
+    "prefix_hit_rate_gauge",
+    # Present only where the engine runs with the feature (mappings marked ``optional``):
+    "spec_accept_rate",  # speculative decoding: the engine's own acceptance gauges (SGLang, trtllm)
+    "spec_accept_length",
+    "kv_transfer_gb_s",  # disaggregated prefill/decode: KV-transfer speed and latency gauges (SGLang)
+    "kv_transfer_latency",
+    "lora_running",  # LoRA: adapters running / waiting, adapter slots used / total
+    "lora_waiting",
+    "lora_slots_used",
+    "lora_slots_total",
+)
 COUNTERS = (
     "prompt_tokens",
     "generation_tokens",
@@ -34,6 +48,15 @@ COUNTERS = (
     "preemptions",
     "requests_finished",
     "requests_failed",
+    # Optional features, as above:
+    "spec_drafts",  # verification steps (vLLM num_drafts)
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
+    "spec_accepted_per_pos",  # accepted tokens per draft position (label ``position``)
+    "kv_transfer_bytes",  # KV bytes pulled from the prefill instance (NIXL)
+    "kv_transfer_time",  # seconds spent in those transfers
+    "kv_transfers",
+    "kv_transfer_failures",
 )
 HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue_time")
 CANONICAL = GAUGES + COUNTERS + HISTOGRAMS
@@ -87,6 +110,13 @@ class MetricMapping(_Strict):
     # at its end): short windows read 0 for a whole decode, then spike, so the console shows its rate
     # over the longest window instead, flagged.
     at_finish: bool = False
+    # The engine has this series only when it runs with the feature (speculative decoding, P/D
+    # disaggregation, LoRA): absent from a payload it is not listed as missing.
+    optional: bool = False
+    # Gauges only. An info gauge whose value is a timestamp (vLLM lora_requests_info): the value is
+    # read from this label of the newest sample (largest value) per model: a number, or the count of
+    # the items of a comma-joined list ("a,b" -> 2, "" -> 0).
+    from_label: str = ""
 
     @model_validator(mode="after")
     def _counter_options(self) -> MetricMapping:
@@ -95,6 +125,8 @@ class MetricMapping(_Strict):
             raise ValueError("plus, first_use and at_finish apply to counters only")
         if self.present_with and not self.first_use:
             raise ValueError("present_with needs first_use = true")
+        if self.from_label and self.kind != "gauge":
+            raise ValueError("from_label applies to gauges only")
         for part in self.plus:
             if part.plus or part.kind not in ("counter", "histogram_sum", "histogram_count"):
                 raise ValueError("a plus part is one counter (no plus of its own)")

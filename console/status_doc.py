@@ -11,6 +11,7 @@ from typing import Any
 from console import strictjson
 from console.model import (
     Alert,
+    EnergyView,
     EngineSnapshot,
     FleetSnapshot,
     Freshness,
@@ -85,6 +86,40 @@ def model_doc(m: ModelMetrics) -> dict[str, Any]:
         "tpot_s": quantiles_doc(m.tpot),
         "e2e_s": quantiles_doc(m.e2e),
         "queue_time_s": quantiles_doc(m.queue_time),
+        # null where the engine exports no such series (docs/status-json.md, "Optional features").
+        "spec_decode": None if m.spec is None else {
+            "acceptance_rate": _round(m.spec.acceptance_rate), "acceptance_length": _round(m.spec.acceptance_length),
+            "draft_share": _round(m.spec.draft_share), "window": m.spec.window,
+            "per_position": [_round(v) for v in m.spec.per_position]},
+        "kv_transfer": None if m.kv_transfer is None else {
+            "bytes_per_s": _round(m.kv_transfer.bytes_per_s, 1), "link_gb_s": _round(m.kv_transfer.link_gb_s, 4),
+            "latency_s": _round(m.kv_transfer.latency_s), "failures_per_s": rates_doc(m.kv_transfer.failures_per_s)},
+        "lora": None if m.lora is None else {
+            "running": m.lora.running, "waiting": m.lora.waiting, "slots_used": m.lora.slots_used,
+            "slots_total": m.lora.slots_total},
+    }
+
+
+def energy_doc(v: EnergyView | None) -> dict[str, Any] | None:
+    """Energy over the window (docs/status-json.md, ENERGY); None where there is none."""
+    if v is None:
+        return None
+    return {
+        "joules": _round(v.joules, 3),
+        "window_s": _round(v.window_s, 3),
+        "power_w": _round(v.power_w, 3),
+        "tokens_per_joule": _round(v.tokens_per_joule),
+        "total_tokens_per_joule": _round(v.total_tokens_per_joule),
+        "joules_per_1k_output_tokens": _round(v.joules_per_1k_output, 3),
+        "idle_w": _round(v.idle_w, 3),
+        "busy_w": _round(v.busy_w, 3),
+        "total_joules": _round(v.total_joules, 3),
+        "source": v.source or None,
+        "attribution": v.attribution,
+        "estimate": v.estimate,
+        "reason": v.reason or None,
+        "gpus": list(v.gpus),
+        "simulated": v.simulated,
     }
 
 
@@ -113,6 +148,7 @@ def engine_doc(e: EngineSnapshot) -> dict[str, Any]:
         "summary": model_doc(total) if total is not None else None,
         "per_model": [model_doc(m) for m in e.models],
         "missing_metrics": list(e.missing),
+        "energy": energy_doc(e.energy),
     }
 
 
@@ -144,6 +180,10 @@ def gpu_doc(g: GpuSnapshot, engines: tuple[EngineSnapshot, ...] = ()) -> dict[st
         "ecc_errors": g.ecc_errors,
         "xid_errors": list(g.xid_errors),
         "engines": gpu_owners(g, engines),
+        "energy_mj": g.energy_mj,
+        "energy_source": g.energy_source or None,
+        "mig": g.mig,
+        "energy": energy_doc(g.energy),
         "processes": [
             {"pid": p.pid, "used_bytes": p.used_bytes, "name": p.name, "container": p.container, "engine": p.engine}
             for p in g.processes

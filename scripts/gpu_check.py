@@ -10,10 +10,13 @@ command cannot run here, the NvmlSource fleet itself), then prints PASS/FAIL/WAR
 * HBM used rises against the reading taken before;
 * the workload's PID is among the GPU processes and is attributed to a pseudo engine instance
   registered with that PID (if NVML reports PIDs of another PID namespace, say so: WARN, no crash);
-* memory is released after the workload exits.
+* memory is released after the workload exits;
+* energy: while the workload runs, NVML's total-energy counter over 60 s (``--energy-seconds``)
+  agrees within 5% with power sampled at 10 Hz and integrated over the same span (both figures
+  printed), and enginedeck's NvmlSource reports the counter as its energy source.
 
 No network needed. Exit: 0 all passed, 1 a check failed, 2 cannot run here (no torch, no CUDA).
-Usage: python scripts/gpu_check.py [--seconds 20] [--gib 4] [--device 0]
+Usage: python scripts/gpu_check.py [--seconds 20] [--gib 4] [--device 0] [--energy-seconds 60]
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +120,73 @@ def pids(fleet: GpuFleet) -> set[int]:
     return {p.pid for g in fleet.gpus for p in g.processes}
 
 
+ENERGY_TOLERANCE = 0.05
+
+
+def power_reader(nv: Any, handle: Any) -> tuple[Callable[[], float], str]:
+    """A function reading power in mW: the instantaneous field where the driver has it (as Zeus
+    does), else nvmlDeviceGetPowerUsage (a 1 s average on Ampere and newer)."""
+    field = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", None)
+    if field is not None and hasattr(nv, "nvmlDeviceGetFieldValues"):
+        def instant() -> float:
+            v = nv.nvmlDeviceGetFieldValues(handle, [field])[0]
+            if getattr(v, "nvmlReturn", 0) != 0:
+                raise RuntimeError(f"field value error {v.nvmlReturn}")
+            return float(v.value.uiVal)
+
+        try:
+            instant()
+            return instant, "NVML_FI_DEV_POWER_INSTANT"
+        except Exception:
+            pass
+    return (lambda: float(nv.nvmlDeviceGetPowerUsage(handle))), "nvmlDeviceGetPowerUsage"
+
+
+def energy_check(
+    nv: Any,
+    handle: Any,
+    seconds: float,
+    *,
+    hz: float = 10.0,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[str, str]:
+    """The energy counter against power integrated at ``hz`` over ``seconds``: (status, detail)."""
+    try:
+        e0 = float(nv.nvmlDeviceGetTotalEnergyConsumption(handle))
+    except Exception as exc:
+        return "WARN", (f"the total-energy counter is not supported here ({exc}); enginedeck integrates "
+                        "power at 10 Hz instead (energy_source 'integrated')")  # fmt: skip
+    power, how = power_reader(nv, handle)
+    t0 = t_prev = monotonic()
+    p_prev = power()
+    integral_mj, samples, failed = 0.0, 1, 0
+    next_at = t0
+    while t_prev - t0 < seconds:
+        next_at += 1.0 / hz
+        sleep(max(0.0, next_at - monotonic()))
+        try:
+            p = power()
+        except Exception:
+            failed += 1
+            continue
+        t = monotonic()
+        integral_mj += (t - t_prev) * (p_prev + p) / 2.0
+        t_prev, p_prev = t, p
+        samples += 1
+    e1 = float(nv.nvmlDeviceGetTotalEnergyConsumption(handle))
+    span = t_prev - t0
+    counter_j, integral_j = (e1 - e0) / 1000.0, integral_mj / 1000.0
+    if counter_j < 0:
+        return "FAIL", f"the counter went down ({e0:.0f} -> {e1:.0f} mJ): a driver reload during the check?"
+    off = abs(counter_j - integral_j) / integral_j if integral_j > 0 else float("inf")
+    detail = (f"counter {counter_j:.1f} J ({counter_j / span:.1f} W) vs {how} at {hz:g} Hz integrated "
+              f"{integral_j:.1f} J ({integral_j / span:.1f} W) over {span:.1f} s, {samples} samples"
+              f"{f', {failed} failed' if failed else ''}: {off * 100:.2f}% apart "
+              f"(limit {ENERGY_TOLERANCE:.0%})")  # fmt: skip
+    return ("PASS" if off <= ENERGY_TOLERANCE else "FAIL"), detail
+
+
 def check_fields(g: GpuSnapshot) -> None:
     basics = {
         "name": g.name,
@@ -149,6 +220,8 @@ def main() -> int:
     ap.add_argument("--gib", type=float, default=4.0, help="GiB the workload allocates (default 4)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device for the workload (default 0)")
     ap.add_argument("--no-status", action="store_true", help="do not try `enginedeck status --json`")
+    ap.add_argument("--energy-seconds", type=float, default=60.0,
+                    help="span of the energy check under load (default 60; 0 skips it)")
     args = ap.parse_args()
 
     if importlib.util.find_spec("torch") is None:
@@ -183,7 +256,8 @@ def main() -> int:
 
         env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")  # CUDA numbering = NVML numbering
         child = subprocess.Popen(
-            [sys.executable, "-c", WORKLOAD, str(args.seconds + 120), str(args.gib), str(args.device)],
+            [sys.executable, "-c", WORKLOAD, str(args.seconds + args.energy_seconds + 120), str(args.gib),
+             str(args.device)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -259,6 +333,19 @@ def main() -> int:
                 detail = f"PID {child.pid} not among {sorted(seen)}"
             report("WARN" if new or not seen else "FAIL", "workload PID among GPU processes", detail)
             report("WARN", "workload attributed to the pseudo engine", "not checkable: PID not visible")
+
+        # 5. Energy: the counter against 10 Hz power integration, at the workload's steady load.
+        if args.energy_seconds > 0:
+            dev = during[-1].gpus[args.device] if args.device < len(during[-1].gpus) else None
+            source = dev.energy_source if dev is not None else ""
+            report("PASS" if source == "counter" else "WARN", "NvmlSource energy source",
+                   f"{source or 'n/a'} (energy_mj={dev.energy_mj if dev is not None else None})")
+            print(f"energy check: {args.energy_seconds:g} s at 10 Hz on GPU {args.device} ...", flush=True)
+            nv = poller.source.nvml_module()
+            status, detail = energy_check(nv, nv.nvmlDeviceGetHandleByIndex(args.device), args.energy_seconds)
+            report(status, "energy counter vs 10 Hz power integration", detail)
+            if child.poll() is not None:
+                report("WARN", "workload still running during the energy check", f"rc={child.returncode}")
 
         assert child.stdin is not None
         child.stdin.close()  # tells the workload to stop

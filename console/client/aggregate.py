@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from console.client.gpu import energy_between
 from console.client.loadgen import LevelRaw
 from console.client.timing import NS_PER_MS, Dist, RequestMetrics, compute
 
@@ -136,11 +137,33 @@ def summarize(raw: LevelRaw, slo: Mapping[str, float] | None = None) -> dict[str
         c50 - st["p50_ms"] if st and st.get("p50_ms") is not None and c50 is not None else None
     )
     out["gpu"] = dict(raw.gpu) if raw.gpu else {"available": False, "reason": "no GPU source"}
-    power = out["gpu"].get("power_mean_w")
-    otp = tp.get("steady_output_tput") or tp.get("output_tput")
-    out["gpu"]["tokens_per_joule"] = otp / power if power and otp else None
+    out["gpu"].update(_energy(out["gpu"], raw, tp, out["tokens"]["output_mean"]))
     out["client"] = _selfcheck(raw, ok)
     return out
+
+
+def _energy(gpu: dict[str, Any], raw: LevelRaw, tp: Mapping[str, Any], output_mean: float | None) -> dict[str, Any]:
+    """Energy of the steady-state window from the GPUs' energy series (ML.ENERGY's method: ramp-up
+    and drain excluded): tokens per joule, J per 1k output tokens, J per response. Without an energy
+    series, tokens per joule from the mean sampled power (``tokens_per_joule_from`` says which)."""
+    series = gpu.pop("energy_series", None) or []
+    span = tp.get("steady_window_s")
+    otp = tp.get("steady_output_tput")
+    joules = None
+    if series and raw.w0_ns is not None and raw.w1_ns is not None:
+        joules = energy_between(series, raw.w0_ns, raw.w1_ns)
+    if joules and otp and span:
+        tokens = otp * span
+        per_k = 1000.0 * joules / tokens
+        return {"tokens_per_joule": tokens / joules, "joules_per_1k_output": per_k, "energy_j_steady": joules,
+                "joules_per_response": per_k * output_mean / 1000.0 if output_mean else None,
+                "tokens_per_joule_from": gpu.get("energy_source")}  # fmt: skip
+    power = gpu.get("power_mean_w")
+    otp = otp or tp.get("output_tput")
+    tpj = otp / power if power and otp else None
+    return {"tokens_per_joule": tpj, "joules_per_1k_output": 1000.0 / tpj if tpj else None,
+            "energy_j_steady": None, "joules_per_response": None,
+            "tokens_per_joule_from": "mean power" if tpj is not None else None}  # fmt: skip
 
 
 def _steady(raw: LevelRaw) -> dict[str, Any]:

@@ -314,6 +314,8 @@ SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("gpu_util_mean", ("gpu", "util_mean_percent")),
     ("gpu_power_mean_w", ("gpu", "power_mean_w")),
     ("tokens_per_joule", ("gpu", "tokens_per_joule")),
+    ("joules_per_1k_output", ("gpu", "joules_per_1k_output")),
+    ("joules_per_response", ("gpu", "joules_per_response")),
     ("client_cpu_percent", ("client", "cpu_percent")),
     ("loop_lag_p99_ms", ("client", "loop_lag_ms", "p99")),
     ("schedule_lag_p99_ms", ("client", "schedule_lag_ms", "p99")),

@@ -12,6 +12,7 @@ the GPU source (if any) once a second.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import Sequence
@@ -249,6 +250,8 @@ async def run_level(
     sampler_stop = asyncio.Event()
 
     async def sample_server() -> None:
+        if gpu is not None:  # energy at the start, so the steady window is covered from its first instant
+            await gpu.sample()
         while not sampler_stop.is_set():
             try:
                 await asyncio.wait_for(sampler_stop.wait(), 1.0)
@@ -327,6 +330,9 @@ async def run_level(
         await lag.stop()
         sampler_stop.set()
         await sampler
+        if gpu is not None:  # and at the end, so the window reaches the last send (a hung driver: skipped)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(gpu.sample(), 2.0)
         if gc_was:
             gc.enable()
         gc.unfreeze()

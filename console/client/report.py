@@ -47,6 +47,8 @@ ROWS: tuple[tuple[str, str, str, bool | None], ...] = (
     ("gpu_util_mean", "GPU util mean (%)", "{:.0f}", None),
     ("gpu_power_mean_w", "GPU power mean (W)", "{:.0f}", None),
     ("tokens_per_joule", "tokens per joule", "{:.2f}", False),
+    ("joules_per_1k_output", "J per 1k output tokens", "{:.0f}", True),
+    ("joules_per_response", "J per response", "{:.1f}", True),
     ("client_cpu_percent", "client CPU (%)", "{:.0f}", None),
     ("loop_lag_p99_ms", "client loop lag p99 (ms)", "{:.2f}", None),
     ("schedule_lag_p99_ms", "schedule lag p99 (ms)", "{:.2f}", None),

@@ -41,6 +41,13 @@ def register(sub: Any) -> None:
                    help="vllm only: N engine ranks in /metrics (engine=\"0\"..); ranks above 0 get no requests")
     p.add_argument("--metrics-every", type=float, default=0.0, metavar="S",
                    help="vllm only: render /metrics at most once per S seconds (many scrapers on one simulator)")
+    p.add_argument("--spec-decode", default="", metavar="K[:P]",
+                   help="vllm, sglang: speculative decoding with K draft tokens, per-position acceptance P (0.7)")
+    p.add_argument("--pd-decode", action="store_true",
+                   help="vllm, sglang: the decode instance of disaggregated prefill/decode (KV-transfer metrics)")
+    p.add_argument("--pd-fail-every", type=int, default=0, metavar="N",
+                   help="--pd-decode: every Nth KV transfer fails")
+    p.add_argument("--lora", type=int, default=0, metavar="N", help="vllm, sglang: LoRA with N adapter slots")
     p.add_argument("--no-access-log", action="store_true", help="do not log one line per request")
     p.add_argument("--fleet", action="store_true", help="start one engine of each flavour plus synthetic load")
     p.add_argument("--engines", default=",".join(FLEET_ENGINES), help="--fleet: comma-separated flavours")
@@ -51,6 +58,23 @@ def register(sub: Any) -> None:
                    help="only run the fleet's synthetic client load against these running engines (repeatable)")
     p.add_argument("--load-api-key-env", metavar="NAME", help="--load: environment variable holding an API key")
     p.set_defaults(func=run)
+
+
+def _check_features(args: argparse.Namespace) -> None:
+    from console.sim.engines.features import SpecMode
+
+    wanted = args.spec_decode or args.pd_decode or args.lora or args.pd_fail_every
+    if wanted and args.engine not in ("vllm", "sglang"):
+        raise UserError("--spec-decode, --pd-decode and --lora exist only for --engine vllm and sglang")
+    if args.spec_decode:
+        try:
+            SpecMode.parse(args.spec_decode)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    if args.lora < 0 or args.pd_fail_every < 0:
+        raise UserError("--lora and --pd-fail-every must not be negative")
+    if args.pd_fail_every and not args.pd_decode:
+        raise UserError("--pd-fail-every needs --pd-decode")
 
 
 _DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "trtllm": 8000, "tgi": 3000, "llamacpp": 8080}
@@ -87,6 +111,7 @@ def _run_one(args: argparse.Namespace) -> int:
         raise UserError("--data-parallel and --metrics-every exist only for --engine vllm")
     if args.data_parallel < 1 or args.metrics_every < 0:
         raise UserError("--data-parallel must be at least 1 and --metrics-every not negative")
+    _check_features(args)
     try:
         faults = parse_faults(args.fault)
     except ValueError as exc:
@@ -102,6 +127,10 @@ def _run_one(args: argparse.Namespace) -> int:
         speed=args.speed,
         data_parallel=args.data_parallel,
         metrics_every=args.metrics_every,
+        spec_decode=args.spec_decode,
+        pd_decode=args.pd_decode,
+        pd_fail_every=args.pd_fail_every,
+        max_lora=args.lora,
     )
     port = args.port if args.port is not None else _DEFAULT_PORTS[args.engine]
 

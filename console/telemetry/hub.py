@@ -35,6 +35,7 @@ from console.model import (
     SourceState,
 )
 from console.telemetry.collector import EngineCollector, innermost, mark_late, went_stale
+from console.telemetry.energy import EnergyMeter
 from console.telemetry.history import History
 from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
 
@@ -117,6 +118,7 @@ class Hub:
         self._host: HostSnapshot | None = None
         self._latest = FleetSnapshot(taken_at=now, engines=tuple(self._engines.values()), gpus=self._gpus)
         self._published = threading.Event()
+        self._energy = EnergyMeter()
 
     # -- FleetSource -------------------------------------------------------------------------
 
@@ -423,6 +425,7 @@ class Hub:
         engines = self._with_gpus_and_process_stats(engines)
         with self._lock:
             snap = FleetSnapshot(taken_at=now, engines=engines, gpus=self._gpus, host=self._host)
+        snap = self._energy.update(snap)  # energy per GPU and engine (console/telemetry/energy.py)
         if self._alerts is not None:
             try:
                 snap = replace(snap, alerts=self._alerts(snap))

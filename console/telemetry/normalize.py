@@ -36,6 +36,7 @@ from operator import itemgetter
 from typing import Any
 
 from console.profiles import EngineProfile, MetricMapping
+from console.telemetry.info_gauges import adopt_unlabelled, from_label
 from console.telemetry.promtext import Family, ParseResult, Sample, parse
 from console.telemetry.promtext import clear_caches as clear_label_caches
 from console.telemetry.readings import (
@@ -160,15 +161,19 @@ def _normalize(
             used_families.update(fams)
             if canonical not in resolved:
                 resolved[canonical] = Resolution(canonical, part.names[index], index > 0, part.kind)
+            if part.from_label:
+                samples = from_label(samples, part.from_label, spec.model_label)
             builder.add(canonical, part, samples, tag=(("__name__", part.names[index]),) if i else ())
         if canonical not in resolved:
             if none_yet:
                 # Created on first use and none used yet: 0, not n/a (the engine has the family).
                 resolved[canonical] = Resolution(canonical, mapping.names[0], False, mapping.kind, none_yet=True)
                 first_use_zero.append(canonical)
-            else:
+            elif not mapping.optional:
                 missing.append(canonical)
     builder.zero_counters(first_use_zero, default_model=not spec.model_label)
+    if spec.model_label:
+        adopt_unlabelled(builder.models, [c for c, m in spec.map.items() if m.from_label])
     unmapped = tuple(name for name, fam in parsed.families.items() if fam.samples and name not in used_families)
     return Reading(
         profile=profile.name,

@@ -24,6 +24,7 @@ import psutil
 
 from console.model import Freshness, GpuFleet, GpuProcess, GpuSnapshot, SourceState
 from console.telemetry.deadline import DeadlineExceeded, DeadlineWorker, WorkerBusy, WorkerClosed
+from console.telemetry.power_integrator import PowerIntegrator
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_INIT_TIMEOUT_S = 10.0
@@ -124,10 +125,17 @@ class NvmlSource:
         self._xids: dict[int, deque[int]] = {}
         self._last: GpuFleet | None = None
         self._stale_since: float | None = None
+        self._integrator: PowerIntegrator | None = None  # devices without the energy counter
 
     @property
     def initialised(self) -> bool:
         return self._initialised
+
+    def nvml_module(self) -> Any:
+        """The pynvml module this source uses (imported and initialised on demand); for checks that
+        call NVML directly (scripts/gpu_check.py). NVML calls may come from any thread."""
+        self._ensure_init()
+        return self._nvml
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -159,6 +167,9 @@ class NvmlSource:
 
     def close(self) -> None:
         """Free the event set and shut NVML down (only if this source initialised it)."""
+        if self._integrator is not None:
+            self._integrator.close()
+            self._integrator = None
         if not self._initialised:
             return
         nv = self._nvml
@@ -269,6 +280,9 @@ class NvmlSource:
             getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
             getattr(nv, "NVML_VOLATILE_ECC", 0),
         )
+        energy_mj, energy_source = self._energy(index, h)
+        mig = self._get(index, "mig", "nvmlDeviceGetMigMode", h)  # [current, pending]
+        mig_on = None if not isinstance(mig, list | tuple) or not mig else bool(_int(mig[0]))
         reasons = self._get(index, "events", "nvmlDeviceGetCurrentClocksEventReasons", h)
         if reasons is None:  # the name before NVML 12.2
             reasons = self._get(index, "throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", h)
@@ -290,7 +304,25 @@ class NvmlSource:
             ecc_errors=_int(ecc),
             xid_errors=tuple(self._xids.get(index, ())),
             processes=self._processes(index, h),
+            energy_mj=energy_mj,
+            energy_source=energy_source if energy_mj is not None else "",
+            mig=mig_on,
         )
+
+    def _energy(self, index: int, h: Any) -> tuple[float | None, str]:
+        """The total-energy counter (mJ), or, where the device or pynvml lacks it, power integrated
+        at 10 Hz in a thread of its own (None until it has two samples)."""
+        if (index, "energy") not in self._unsupported and hasattr(self._nvml, "nvmlDeviceGetTotalEnergyConsumption"):
+            mj = _num(self._get(index, "energy", "nvmlDeviceGetTotalEnergyConsumption", h))
+            if mj is not None or (index, "energy") not in self._unsupported:
+                return mj, "counter"  # None here: a passing error, try the counter again next time
+        if (index, "power") in self._unsupported:
+            return None, ""
+        if self._integrator is None:
+            self._integrator = PowerIntegrator(self._nvml)
+        if not self._integrator.tracking(index):
+            self._integrator.add(index, h)
+        return self._integrator.energy_mj(index), "integrated"
 
     def _memory(self, index: int, h: Any) -> tuple[int | None, int | None]:
         nv = self._nvml

@@ -4,6 +4,8 @@ Clearly labelled: ``GpuFleet.source == "simulated"``, every ``GpuSnapshot.simula
 devices are called "Simulated H100 80GB". Nothing random: each tick's figures are a function of
 the engines' snapshots (running requests, generation tokens/s, KV usage, phase, PIDs), a static
 engine -> GPU placement, and, for temperature only, the previous tick (it follows power with a lag).
+Each GPU has an energy counter like NVML's (``energy_mj``, source "simulated"): the integral of its
+simulated power, so the demo's tokens per joule follow its own power figures.
 
 Memory follows how real engines behave: vLLM / SGLang / TensorRT-LLM / TGI / llama.cpp reserve
 their KV pool at load (``gpu_memory_utilization`` 0.9, ``--mem-fraction-static``, ...), so once an
@@ -132,6 +134,9 @@ class SimGpuSource:
         self.spec = spec
         self._clock = clock
         self._temps: list[float] = [spec.idle_temp_c] * gpu_count
+        # Each GPU's energy counter (mJ), like NVML's total-energy counter: the integral of its power.
+        self._energy_mj: list[float] = [0.0] * gpu_count
+        self._last_power: list[float | None] = [None] * gpu_count
         self._last_at: float | None = None
         self._activation_peak: dict[str, float] = {}  # engine -> high-water load since it became ready
 
@@ -139,6 +144,8 @@ class SimGpuSource:
         """Carry temperatures and allocator high-water marks over from ``other`` (same GPU count)."""
         if other.gpu_count == self.gpu_count:
             self._temps = list(other._temps)
+            self._energy_mj = list(other._energy_mj)
+            self._last_power = list(other._last_power)
         self._last_at = other._last_at
         self._activation_peak = {k: v for k, v in other._activation_peak.items() if k in self.placements}
 
@@ -210,6 +217,9 @@ class SimGpuSource:
         target += self.faults.extra_heat_c.get(index, 0.0)
         if dt > 0:
             self._temps[index] = target + (self._temps[index] - target) * math.exp(-dt / spec.temp_tau_s)
+            last = self._last_power[index]
+            self._energy_mj[index] += 1000.0 * dt * (power if last is None else (last + power) / 2.0)
+        self._last_power[index] = power
         procs = tuple(
             GpuProcess(pid=s.pid, used_bytes=s.used_bytes, name=s.process_name, engine=s.engine)
             for s in shares
@@ -234,6 +244,8 @@ class SimGpuSource:
             throttle_reasons=self.faults.throttle.get(index, ()),
             processes=procs,
             simulated=True,
+            energy_mj=round(self._energy_mj[index], 3),
+            energy_source="simulated",
         )
 
 

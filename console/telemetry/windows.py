@@ -54,6 +54,7 @@ from operator import sub as _sub
 
 from console.model import ModelMetrics, Quantiles, Rates
 from console.profiles import EngineProfile
+from console.telemetry import features
 from console.telemetry.readings import HistogramSeries, Reading, SeriesKey, finite_sum
 
 __all__ = [
@@ -331,6 +332,18 @@ class EngineMetricsState:
                         total += max(0.0, value - start)
         return total if present else None
 
+    def _increase_by_label(self, base: int, models: list[str], canonical: str, label: str) -> dict[str, float]:
+        """Increase since frame ``base`` per value of one label (vLLM's per-position counters)."""
+        frames = self._frames
+        out: dict[str, float] = {}
+        for model in models:
+            start = frames[base].counters.get(model, {}).get(canonical, {})
+            for key, value in frames[-1].counters.get(model, {}).get(canonical, {}).items():
+                at = dict(key).get(label)
+                if at is not None and key in start:
+                    out[at] = out.get(at, 0.0) + max(0.0, value - start[key])
+        return out
+
     def _rates(self, models: list[str], canonical: str) -> Rates:
         out: list[float | None] = []
         for window in RATE_WINDOWS:
@@ -452,7 +465,22 @@ class EngineMetricsState:
         def quant(canonical: str) -> Quantiles:
             return self._quantiles(models, canonical) if canonical in spec_map else Quantiles()
 
+        base = self._base_index(HIT_RATE_WINDOW)
+
+        def increase(canonical: str) -> float | None:
+            return None if base is None else self._counter_increase(base, models, (canonical,))
+
+        window = None if base is None else self._frames[-1].t - self._frames[base].t
+
+        def by_label(canonical: str, label: str) -> dict[str, float]:
+            return {} if base is None else self._increase_by_label(base, models, canonical, label)
+
         return ModelMetrics(
+            spec=features.spec_decode(increase, lambda c: gauge(c, "mean"), counters.get,
+                                      by_label("spec_accepted_per_pos", "position")),
+            kv_transfer=features.kv_transfer(increase, lambda c: gauge(c, "mean"), window,
+                                             rates("kv_transfer_failures")),
+            lora=features.lora(lambda c: gauge(c, "max")),
             model=name,
             running=gauge("running", "sum"),
             waiting=gauge("waiting", "sum"),

@@ -474,6 +474,11 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
             alert = next((a for a in (self.fleet.alerts if self.fleet else ()) if a.rule == rule
                           and a.engine == engine), None)
             text = explain_alert(rule, alert, profile)
+        elif metric == "tokens_per_joule":  # with this engine's figures and why it is an estimate
+            from console.ui.explain_rows import explain_key
+
+            text = explain_key(metric, profile, engine_name=engine or "", simulated=self.options.simulated,
+                               energy=snap.energy if snap else None)
         await self.push_screen(ExplainScreen(metric, profile, engine or "", simulated=self.options.simulated,
                                              text=text))
 

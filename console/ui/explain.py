@@ -170,6 +170,63 @@ METRICS: dict[str, MetricInfo] = {
         gpu=True,
         how="nvmlDeviceGetPowerUsage() / 1000, nvmlDeviceGetEnforcedPowerLimit()",
     ),
+    "gpu_energy": MetricInfo(
+        "GPU energy",
+        "Energy the GPU used over the last 60 s (less just after start), from its cumulative energy counter.",
+        "kJ over the window",
+        "follows load; at idle about the idle power times 60 s",
+        gpu=True,
+        how="Δ nvmlDeviceGetTotalEnergyConsumption() (mJ since the driver loaded; Volta and newer) over the "
+        "window; a counter that goes down (driver reload) adds that interval's sampled power × time, never a "
+        "spike. Without the counter, power sampled at 10 Hz in a thread of its own and integrated, marked ≈ "
+        "(less exact: sampled power covers only part of the runtime)",
+    ),
+    "tokens_per_joule": MetricInfo(
+        "Tokens per joule",
+        "Generated tokens per joule of the engine's GPUs over the last 60 s (status --json also has "
+        "(prompt + generated) tokens per joule, joules per 1k output tokens, and idle against busy power).",
+        "tokens / J",
+        "higher is better; it rises with batch size until the GPU saturates, and is 0 at idle",
+        ("generation_tokens", "prompt_tokens"),
+        "Δ generated tokens / Σ over the engine's GPUs of (its share × Δ GPU energy), both over the same "
+        "snapshots. The share is 1, 'exact', on a GPU whose every process is this engine's. On a shared GPU "
+        "(other engines or processes of no engine), on MIG (the counter covers the whole device) or with no "
+        "GPU process visible, the GPU's energy is split by its processes' GPU memory (equally where unknown) "
+        "and the figure is an estimate, marked ~",
+    ),
+    "spec_decode": MetricInfo(
+        "Speculative decoding",
+        "How many drafted tokens the target model accepts. Shown only where the engine runs with a draft "
+        "model or EAGLE/n-gram speculation. Note: ITL counts outputs, so it drops when drafts are accepted.",
+        "acceptance 0-100 %, tokens per verification step",
+        "acceptance well above 50 % and stable; a collapse against its own baseline means the drafts no "
+        "longer match the traffic (speculation then costs more than it saves)",
+        ("spec_accepted_tokens", "spec_draft_tokens", "spec_drafts", "spec_accept_rate", "spec_accept_length"),
+        "Δaccepted / Δdraft tokens and 1 + Δaccepted / Δdrafts over 60 s (vLLM's dashboard formulas); "
+        "share of output = Δaccepted / Δgenerated; or the engine's own gauges (SGLang: its last batch)",
+    ),
+    "kv_transfer": MetricInfo(
+        "KV transfer (disaggregated prefill/decode)",
+        "KV-cache blocks moved from the prefill to the decode instance. Shown only where the engine exports "
+        "its connector's series (vLLM NIXL on the decode side, SGLang PD mode).",
+        "MB/s moved, GB/s link speed while transferring, ms per transfer, failures/s",
+        "link speed near the interconnect's (NVLink / RDMA, tens of GB/s); a same-host pair at PCIe-like "
+        "speed means the transfer is not using NVLink; failures 0",
+        ("kv_transfer_bytes", "kv_transfer_time", "kv_transfers", "kv_transfer_failures", "kv_transfer_gb_s",
+         "kv_transfer_latency"),
+        "Δbytes / Δt and Δbytes / Δtransfer seconds over 60 s, mean transfer = Δseconds / Δtransfers; "
+        "or the engine's gauges. Not per request, and summed over TP ranks only as the engine reports them",
+    ),
+    "lora": MetricInfo(
+        "LoRA adapters",
+        "Adapters with running and waiting requests, and the adapter slots in use. Shown only with LoRA on.",
+        "adapters",
+        "waiting adapters only briefly; waiting while every slot is used means requests queue for a slot "
+        "(raise --max-loras)",
+        ("lora_running", "lora_waiting", "lora_slots_used", "lora_slots_total"),
+        "vLLM: lora_requests_info's labels (comma-joined adapter names; its value is a timestamp, the newest "
+        "sample is read); SGLang: lora_pool_slots_used / _total",
+    ),
     "gpu_engine": MetricInfo(
         "Owning engine",
         "Which engine instance the GPU's processes belong to (process → container → engine).",

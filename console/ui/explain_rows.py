@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from console.model import EnergyView
 from console.profiles import EngineProfile
+from console.ui import format as fmt
 from console.ui.explain import METRICS, explain
 
 # Suffixes a Prometheus family's series carry (histogram/summary parts, counter totals).
@@ -113,7 +115,12 @@ _BENCH: tuple[tuple[str, str], ...] = (
     ),
     ("gpu_util", "Mean GPU utilisation of the engine's GPUs during the level (simulated in the demo)."),
     ("gpu_power", "Mean GPU power draw of the engine's GPUs during the level (simulated in the demo)."),
-    ("tokens_per_joule", "Output tokens per joule of GPU energy during the level."),
+    ("tokens_per_joule", "Output tokens per joule of GPU energy in the level's steady state (warm-up and drain "
+                         "excluded): the tokens of that window / the energy of the engine's GPUs over the same "
+                         "window, from their energy counter (else power integrated at 10 Hz; without either, "
+                         "the mean sampled power)."),
+    ("joules_per_1k_output", "GPU energy per 1,000 output tokens in the steady state (1000 / tokens per joule)."),
+    ("joules_per_response", "GPU energy per completed response: J per output token × mean output tokens."),
     (
         "client_cpu",
         "CPU the load generator itself used: near 100% of a core means the client, not the "
@@ -173,7 +180,39 @@ def explain_playground() -> Text:
     return out
 
 
-def explain_key(key: str, profile: EngineProfile | None, *, engine_name: str = "", simulated: bool = False) -> Text:
+def energy_now(view: EnergyView | None) -> Text:
+    """This engine's energy right now: figures, source, and why it is an estimate."""
+    out = Text()
+    out.append("\nThis engine now: ", style="bold")
+    if view is None:
+        out.append("no energy figure: none of its GPUs reports energy (no GPU, NVML unavailable, or the "
+                   "first samples are not in yet)\n", style="dim")  # fmt: skip
+        return out
+
+    def num(v: float | None, f: str) -> str:
+        return "n/a" if v is None else f.format(v)
+
+    out.append(f"{num(view.tokens_per_joule, '{:.3f} tok/J')} generated, "
+               f"{num(view.total_tokens_per_joule, '{:.3f} tok/J')} with prompt, "
+               f"{num(view.joules_per_1k_output, '{:.0f} J')} per 1k output tokens, "
+               f"{num(view.power_w, '{:.0f} W')} over {num(view.window_s, '{:.0f} s')}; "
+               f"idle {num(view.idle_w, '{:.0f} W')}, busy {num(view.busy_w, '{:.0f} W')}\n")  # fmt: skip
+    source = {"counter": "NVML total-energy counter", "integrated": "power integrated at 10 Hz (no counter)",
+              "simulated": "the simulated GPUs' counter (demo)", "mixed": "counter on some GPUs, integrated on others"}
+    out.append(f"  GPUs {', '.join(map(str, view.gpus)) or '-'}: {source.get(view.source, view.source or 'n/a')}\n")
+    if view.estimate:
+        out.append(f"  estimate: {view.reason}\n", style=fmt.WARN)
+    else:
+        out.append("  exact: every process on its GPUs is this engine's\n")
+    return out
+
+
+def explain_key(key: str, profile: EngineProfile | None, *, engine_name: str = "", simulated: bool = False,
+                energy: EnergyView | None = None) -> Text:  # fmt: skip
+    if key == "tokens_per_joule":
+        out = explain(key, profile, engine_name=engine_name, simulated=simulated)
+        out.append_text(energy_now(energy))
+        return out
     if key.startswith("raw:"):
         return explain_raw(key[4:], profile, engine_name=engine_name, simulated=simulated)
     if key.startswith("bench:"):
@@ -183,4 +222,4 @@ def explain_key(key: str, profile: EngineProfile | None, *, engine_name: str = "
     return explain(key, profile, engine_name=engine_name, simulated=simulated)
 
 
-__all__ = ["canonical_of", "explain_bench", "explain_key", "explain_playground", "explain_raw"]
+__all__ = ["canonical_of", "energy_now", "explain_bench", "explain_key", "explain_playground", "explain_raw"]

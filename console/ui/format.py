@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from console import secrets
-from console.model import EngineSnapshot, Freshness, LifecycleView, Phase, Quantiles, SourceState
+from console.model import EnergyView, EngineSnapshot, Freshness, LifecycleView, Phase, Quantiles, SourceState
 
 GIB = 1024**3
 NA_STYLE = "dim"
@@ -67,6 +67,20 @@ def tps(v: float | None, *, at_finish: bool = False) -> Text:
         return na()
     assert v is not None
     return Text(f"{si(v)} t/s" + (AT_FINISH_MARK if at_finish else ""))
+
+
+# Marks an energy figure that is an estimate (a shared GPU, MIG, no process visible): explain says why.
+ESTIMATE_MARK = "~"
+
+
+def tok_per_joule(view: EnergyView | None, *, total: bool = False) -> Text:
+    """Generated (or prompt + generated) tokens per joule; '~' before an estimate."""
+    v = None if view is None else (view.total_tokens_per_joule if total else view.tokens_per_joule)
+    if view is None or is_missing(v):
+        return na()
+    assert v is not None
+    text = f"{v:.2f}" if v < 10 else si(v)
+    return Text((ESTIMATE_MARK if view.estimate else "") + text)
 
 
 def per_s(v: float | None) -> Text:

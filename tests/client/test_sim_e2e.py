@@ -104,7 +104,13 @@ def test_bench_acceptance_two_engines(tmp_path: Path, capsys: pytest.CaptureFixt
             assert level["length_mode"] == "ignore_eos"
             assert len([r for r in level["records"] if not r["warmup"]]) == 64
             assert level["server"]["available"]
-            assert level["gpu"]["tokens_per_joule"] is not None and level["gpu"]["tokens_per_joule"] > 0
+            gpu = level["gpu"]
+            assert gpu["tokens_per_joule"] is not None and gpu["tokens_per_joule"] > 0
+            # From the simulated GPU's energy counter over the steady window, not from mean power.
+            assert gpu["tokens_per_joule_from"] == "simulated" and gpu["energy_j_steady"] > 0
+            assert gpu["joules_per_1k_output"] == pytest.approx(1000 / gpu["tokens_per_joule"])
+            assert gpu["joules_per_response"] == pytest.approx(gpu["joules_per_1k_output"] * 64 / 1000)
+            assert "energy_series" not in gpu
     assert doc["prompt_token_check"]["ok"] and doc["prompt_token_check"]["compared"] > 0
     lv = doc["summary"]["levels"][1]
     assert lv["ratio_b_a"]["ttft_p50_ms"] is not None

@@ -47,6 +47,8 @@ class FakeDevice:
     compute: list[tuple[int, int | None]] = field(default_factory=list)
     graphics: list[tuple[int, int | None]] = field(default_factory=list)
     handle_error: int | None = None
+    energy_mj: int = 123_456_789  # total-energy counter; negative: NotSupported (pre-Volta)
+    mig: tuple[int, int] | int = NS  # (current, pending) MIG mode, or an NVML error code
 
 
 class FakeNvml:
@@ -132,6 +134,19 @@ class FakeNvml:
         if v < 0:
             raise nvml_error(NS)
         return v
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        self._count("energy")
+        v = self._dev(h).energy_mj
+        if v < 0:
+            raise nvml_error(NS)
+        return v
+
+    def nvmlDeviceGetMigMode(self, h: int) -> list[int]:
+        m = self._dev(h).mig
+        if isinstance(m, int):
+            raise nvml_error(m)
+        return list(m)
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
         return self._dev(h).limit_mw

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from console.model import (
+    EnergyView,
     EngineIdentity,
     EngineSnapshot,
     FleetSnapshot,
@@ -20,12 +21,15 @@ from console.model import (
     GpuProcess,
     GpuSnapshot,
     HostSnapshot,
+    KvTransfer,
+    LoraState,
     ModelMetrics,
     Phase,
     Quantiles,
     Rates,
     RawSeries,
     SourceState,
+    SpecDecode,
 )
 from console.telemetry.history import History
 from console.telemetry.source import ENGINE_SERIES, GPU_SERIES, HOST_SERIES, Listener
@@ -79,8 +83,28 @@ def _engine(i: int, name: str, profile: str, model: str, **kw: object) -> Engine
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
+def _with_energy_and_features(i: int, e: EngineSnapshot) -> EngineSnapshot:
+    """Energy on every engine (the second one's an estimate: a shared GPU); speculative decoding,
+    KV transfer and LoRA on the first two."""
+    power = 810.0 + 20 * i
+    gen = e.total.generation_tps.r60s if e.total is not None else None
+    tpj = None if gen is None else gen / power
+    energy = EnergyView(joules=power * 60, window_s=60.0, power_w=power, tokens_per_joule=tpj,
+                        total_tokens_per_joule=None if tpj is None else 3 * tpj,
+                        joules_per_1k_output=None if not tpj else 1000 / tpj, idle_w=140.0, busy_w=power,
+                        total_joules=power * 600, source="simulated", gpus=e.gpus, simulated=True,
+                        attribution="estimate" if i == 1 else "exact",
+                        reason="GPU 2 is shared (sglang-b, x); split by memory share" if i == 1 else "")
+    out = replace(e, energy=energy)
+    if i < 2 and e.total is not None:
+        total = replace(e.total, spec=SpecDecode(0.62, 2.86, 0.65), lora=LoraState(2, 1, None, 2),
+                        kv_transfer=KvTransfer(3.1e8, 18.4, 0.0172, Rates(0.0, 0.0, 0.0)))
+        out = replace(out, total=total)
+    return out
+
+
 def frozen_fleet() -> FleetSnapshot:
-    engines = (
+    listed = (
         _engine(0, "vllm-a", "vllm", "meta-llama/Llama-3.1-8B-Instruct"),
         _engine(1, "sglang-b", "sglang", "Qwen/Qwen2.5-7B-Instruct"),
         _engine(
@@ -106,6 +130,7 @@ def frozen_fleet() -> FleetSnapshot:
             total=ModelMetrics(model="google/gemma-2-9b-it"),
         ),
     )
+    engines = tuple(_with_energy_and_features(i, e) for i, e in enumerate(listed))
     gpus = tuple(
         GpuSnapshot(
             index=g,
@@ -122,6 +147,10 @@ def frozen_fleet() -> FleetSnapshot:
             processes=(GpuProcess(pid=4000 + g // 2, used_bytes=int((69 + g) * GIB), name="python3",
                                   engine=engines[g // 2].name),),
             simulated=True,
+            energy_mj=1e9 + g,
+            energy_source="simulated",
+            energy=EnergyView(joules=(400.0 + 10 * g) * 60, window_s=60.0, power_w=400.0 + 10 * g,
+                              source="simulated", gpus=(g,), simulated=True),
         )
         for g in range(8)
     )

@@ -17,6 +17,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from console.sim.engines.features import KvTransferLog, SpecMode
 from console.sim.exposition import Groups, registry
 from console.sim.promtext import Family, Histogram, Labels
 from console.sim.scheduler import Request, Scheduler, SchedulerConfig, StepOutcome
@@ -47,6 +48,11 @@ class SimOptions:
     # vLLM only: /metrics rendered at most once per this many seconds (0: every scrape), so many
     # scrapers can share one simulator without its rendering swamping the machine.
     metrics_every: float = 0.0
+    # Optional serving features (console/sim/engines/features.py; vLLM and SGLang):
+    spec_decode: str = ""  # "K" or "K:P": speculative decoding with K draft tokens, acceptance P
+    pd_decode: bool = False  # the decode instance of disaggregated P/D: pulls each prompt's KV
+    pd_fail_every: int = 0  # every Nth KV transfer fails (0: none)
+    max_lora: int = 0  # LoRA with this many adapter slots (0: off)
 
 
 @dataclass
@@ -118,6 +124,8 @@ class Flavour:
         self.model = opts.model
         self.start_time = time.time()
         self.c = Counters()
+        self.spec = SpecMode.parse(opts.spec_decode) if opts.spec_decode else None
+        self.kv_log = KvTransferLog(opts.pd_fail_every) if opts.pd_decode else None
         self.recent: deque[dict[str, Any]] = deque(maxlen=5000)
         bs = self.default_block_size
         kv16 = opts.kv_blocks if opts.kv_blocks is not None else self.default_kv_blocks
@@ -143,6 +151,8 @@ class Flavour:
         self.c.prefix_hits += hits
 
     def on_first_token(self, req: Request, t: float) -> None:
+        if self.kv_log is not None:
+            self.kv_log.pull(req.prompt_len)
         self.c.prompt_at_first_token += req.prompt_len
         self.c.cached_at_first_token += req.cached_tokens
         self.c.uncached_at_first_token += req.prompt_len - req.cached_tokens

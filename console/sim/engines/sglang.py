@@ -23,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+from console.sim.engines import features
 from console.sim.engines.base import Flavour, SimOptions, StreamCtx, counter, gauge, hist, json_response
 from console.sim.exposition import Groups
 from console.sim.promtext import Family, Histogram, Labels
@@ -149,6 +150,8 @@ class SglangFlavour(Flavour):
                    "interval).", values=[((*S, ("mode", m)), float(v)) for m, v in self.realtime.items()]),
             hist("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", h["queue"], S, 0),
         ]
+        fams += features.sglang_families(S, 0, spec=self.spec, kv=self.kv_log, max_lora=self.opts.max_lora,
+                                         running=len(s.running))
         return fams
 
     def metrics_groups(self) -> Groups:

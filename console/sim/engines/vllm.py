@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from aiohttp import web
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
+from console.sim.engines import features
 from console.sim.engines.base import (
     Flavour,
     SimOptions,
@@ -209,6 +210,9 @@ class VllmFlavour(Flavour):
         fams.append(gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1.0, info_labels))
         if self.opts.data_parallel > 1 and not self.legacy:
             self._add_idle_ranks(fams)
+        fams += features.vllm_families(L, t0, spec=self.spec, generated=c.gen_live, kv=self.kv_log,
+                                       max_lora=self.opts.max_lora, running=len(s.running),
+                                       waiting=len(s.waiting))  # fmt: skip
         return fams
 
     def _add_idle_ranks(self, fams: list[Family]) -> None:

@@ -18,6 +18,7 @@ from console.config import mask_secrets
 from console.model import EngineSnapshot, FleetSnapshot, RawSeries
 from console.ui import format as fmt
 from console.ui.actions import Action
+from console.ui.engine_strips import STRIPS
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
@@ -142,6 +143,8 @@ def identity_table(e: EngineSnapshot, app: DeckHost, now: float) -> Table:
 class EngineScreen(DeckScreen):
     deck_name = "engine"
     deck_title = "engine"
+    # The tab bar, as before the panels above it existed (they take focus only when chosen, for e).
+    AUTO_FOCUS = "Tabs"
 
     def __init__(self, engine: str) -> None:
         super().__init__()
@@ -152,6 +155,7 @@ class EngineScreen(DeckScreen):
         self._raw_names: dict[str, str] = {}  # row key -> series (family) name
         self._series_w = 0
         self._last_head = ""
+        self._strips: dict[str, str] = {}  # widget id -> markup shown
 
     def title_text(self) -> str:
         return f"engine {short_name(self.engine)}"
@@ -159,6 +163,12 @@ class EngineScreen(DeckScreen):
     def compose(self) -> ComposeResult:
         yield TopBar()
         yield Static(id="engine-head")
+        for key, wid, _render in STRIPS:  # shown only where the engine has the series
+            strip = Static(id=wid, classes="engine-strip")
+            strip.display = False
+            strip.can_focus = True
+            strip.metric = key  # type: ignore[attr-defined]
+            yield strip
         with TabbedContent(initial="charts", id="tabs"):
             with TabPane("Charts", id="charts"), Grid(id="chart-grid"):
                 for metric, title, f, hi in CHARTS:
@@ -231,6 +241,7 @@ class EngineScreen(DeckScreen):
         if head.markup != self._last_head:
             self._last_head = head.markup
             self.query_one("#engine-head", Static).update(head)
+        self._show_strips(e)
         tab = self.query_one("#tabs", TabbedContent).active
         if tab == "charts":
             self._show_charts(e)
@@ -240,6 +251,22 @@ class EngineScreen(DeckScreen):
             self.query_one("#identity-text", Static).update(identity_table(e, self.deck, now))
         elif tab == "logs":
             self._show_logs()
+
+    def _show_strips(self, e: EngineSnapshot) -> None:
+        for _key, wid, render in STRIPS:
+            text = render(e) if e.live or wid == "strip-energy" else None
+            if text is not None:  # one line: a narrow terminal cuts the end (the least important)
+                text.no_wrap = True
+                text.truncate(max(10, (self.size.width or self.app.size.width) - 1), overflow="ellipsis")
+            found = self.query(f"#{wid}")
+            if not found:
+                continue
+            widget = found.first(Static)
+            markup = text.markup if text is not None else ""
+            if markup != self._strips.get(wid):
+                self._strips[wid] = markup
+                widget.display = text is not None
+                widget.update(text if text is not None else "")
 
     def _show_logs(self) -> None:
         """The last lines the lifecycle manager holds in memory (no Docker call from here)."""
@@ -355,6 +382,8 @@ class EngineScreen(DeckScreen):
         focused = self.focused
         if isinstance(focused, Chart):
             return (focused.metric, self.engine)
+        if isinstance(focused, Static) and focused.has_class("engine-strip"):
+            return (str(getattr(focused, "metric", "phase")), self.engine)
         if tab == "charts":
             return (self.query(Chart).first().metric, self.engine)
         if tab == "raw":

@@ -126,6 +126,9 @@ COLUMNS: tuple[Column, ...] = (
            lambda e: _num(_m(e).itl.p50), 5),
     Column("errors", "err/s", 6, "errors", lambda e, ctx: fmt.per_s(_rate(_m(e).error_rate)),
            lambda e: _num(_rate(_m(e).error_rate)), 3),
+    # Generated tokens per joule of the engine's GPUs over 60 s; "~" marks an estimate (shared GPU).
+    Column("tpj", "tok/J", 6, "tokens_per_joule", lambda e, ctx: fmt.tok_per_joule(e.energy),
+           lambda e: _num(e.energy.tokens_per_joule if e.energy else None), 6),
 )
 SORTABLE = [c for c in COLUMNS if c.sort is not None]
 
@@ -143,6 +146,7 @@ GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
     ("temp", "temp", 5, "gpu_temp"),
     ("power", "power", 10, "gpu_power"),
     ("engine", "engine", 14, "gpu_engine"),
+    ("energy", "energy", 8, "gpu_energy"),
 )
 
 
@@ -173,11 +177,22 @@ def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
     temp = fmt.unit(g.temperature_c, "°C")
     if g.temperature_c is not None and g.temperature_c >= 85:
         temp.stylize(fmt.CRIT)
-    return [label, fmt.unit(g.util_percent, "%"), fmt.hbm(g.mem_used_bytes, g.mem_total_bytes), temp, power, owner]
+    return [label, fmt.unit(g.util_percent, "%"), fmt.hbm(g.mem_used_bytes, g.mem_total_bytes), temp, power, owner,
+            gpu_energy(g)]
 
 
-# Which GPU columns go first when the width runs out (GPU and util stay): power, temp, engine, HBM.
-GPU_DROP_ORDER = ("power", "temp", "engine", "hbm")
+def gpu_energy(g: GpuSnapshot) -> Text:
+    """Energy over the last 60 s (the window), from the counter; '≈' where power was integrated."""
+    v = g.energy
+    if v is None or v.joules is None:
+        return fmt.na()
+    mark = "≈" if v.source == "integrated" else ""
+    return Text(f"{mark}{v.joules / 1000:.1f} kJ")
+
+
+# Which GPU columns go first when the width runs out (GPU and util stay): energy, power, temp,
+# engine, HBM.
+GPU_DROP_ORDER = ("energy", "power", "temp", "engine", "hbm")
 
 
 def gpu_columns_for(width: int) -> list[int]:
