@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from textual import on
-from textual.app import App, ScreenStackError
+from textual.app import ScreenStackError
 from textual.binding import Binding
 from textual.events import Resize
 from textual.screen import ModalScreen
@@ -36,6 +36,7 @@ from console.telemetry.source import FleetSource
 from console.ui.actions import Action, ActionRegistry, display_key
 from console.ui.bundle_key import BundleKey
 from console.ui.control import LifecycleControl
+from console.ui.engine_control import EngineControlApp, control_actions
 from console.ui.host import DeckHost, HostApp
 from console.ui.host import UiOptions as UiOptions  # re-exported: callers build the app with it
 from console.ui.messages import FleetUpdated, LifecycleDone
@@ -83,7 +84,7 @@ def auto_layout(width: int, height: int) -> str:
     return "default"
 
 
-class DeckApp(App[str | None], HostApp, inherit_bindings=False):
+class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
     """The console: the ``DeckHost`` (console/ui/host.py) of its screens, pop-ups, palette and actions."""
 
     TITLE = "enginedeck"
@@ -143,7 +144,7 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
         for spec in self.specs.values():
             for a in spec.actions:
                 self.registry.register(a)
-        for a in _control_actions(self):
+        for a in control_actions(self):
             self.registry.register(a)
         if keys:
             self.registry = self.registry.rebound(keys)
@@ -533,61 +534,6 @@ class DeckApp(App[str | None], HostApp, inherit_bindings=False):
                                           reason=self.options.read_only_reason,
                                           hidden_groups=() if self.replay else (REPLAY_GROUP,)))
 
-    async def control(self, verb: str) -> None:
-        """start/stop/restart the engine under the cursor, after confirmation."""
-        from console.ui.screens.modals import ConfirmScreen
-
-        s = self.screen
-        engine = s.selected_engine() if isinstance(s, DeckScreen) else None
-        if engine is None:
-            self.notify("select an engine first", severity="warning")
-            return
-        ctl = self.lifecycle
-        if ctl is None or not ctl.can_control(engine):
-            from console.ui.control import not_managed_message
-
-            inst = self.instances.get(engine)
-            msg = not_managed_message(engine, verb, adhoc=inst is None or inst.adhoc)
-            self.notify(msg, severity="warning", timeout=15)
-            self.run_worker(lambda: _audit_refusal(verb, engine, "not managed by enginedeck"), thread=True)
-            return
-        snap = self.fleet.engine(engine) if self.fleet else None
-        # Only a live count is worth a warning: an unreachable engine's last values are history.
-        live = snap is not None and snap.reachable and not snap.metrics_freshness.stale
-        running = snap.total.running if live and snap is not None and snap.total else None
-        if verb == "start":
-            extra = " It is answering already; start only acts on an engine that is not running." if live else ""
-        else:
-            extra = f" It is serving {running:.0f} running requests." if running else ""
-
-        def done(ok: bool | None) -> None:
-            if ok:
-                self.run_worker(lambda: self._do_control(ctl, verb, engine), thread=True, group="lifecycle")
-
-        await self.push_screen(ConfirmScreen(f"{verb.capitalize()} {engine}?{extra}"), done)
-
-    def _do_control(self, ctl: LifecycleControl, verb: str, engine: str) -> None:
-        # Worker thread: blocking lifecycle call; the result comes back as a message.
-        from console.errors import UserError
-        from console.lifecycle.errors import translate_docker_error
-
-        act = {"start": ctl.start, "stop": ctl.stop, "restart": ctl.restart}[verb]
-        try:
-            act(engine)
-        except UserError as exc:
-            self.post_message(LifecycleDone(verb, engine, exc.message))
-        except Exception as exc:  # a Docker/HTTP error that was not translated yet: one line, as the CLI says it
-            self.post_message(LifecycleDone(verb, engine, translate_docker_error(exc, instance=engine).message))
-        else:
-            self.post_message(LifecycleDone(verb, engine, ""))
-
-
-def _audit_refusal(verb: str, engine: str, why: str) -> None:
-    """Every attempted action is audited, also one refused before it reached engine control."""
-    from console.lifecycle.audit import AuditLog
-
-    AuditLog().record(verb, engine, "refused", why)
-
 
 def _write_first_frame(path: str) -> None:
     with open(path, "w") as f:
@@ -641,16 +587,4 @@ def _global_actions(app: DeckApp) -> list[Action]:
                lambda _: app.open_seek(), short="seek"),
         BundleKey(app, recording_dir=lambda: app.recording_control.directory if app.recording_control else None
                   ).action(),
-    ]
-
-
-def _control_actions(app: DeckApp) -> list[Action]:
-    screens = ("overview", "engine")
-    return [
-        Action("restart", "R", "Restart engine", "Engine control", lambda _: app.control("restart"),
-               mutating=True, screens=screens, footer=False),
-        Action("stop", "X", "Stop engine", "Engine control", lambda _: app.control("stop"),
-               mutating=True, screens=screens, footer=False),
-        Action("start", "U", "Start engine", "Engine control", lambda _: app.control("start"),
-               mutating=True, screens=screens, footer=False),
     ]
