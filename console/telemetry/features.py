@@ -12,6 +12,7 @@ the engine has gauges instead (SGLang), the gauges. llama.cpp always exports its
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 from console.model import KvTransfer, LoraState, Rates, SpecDecode
@@ -24,7 +25,10 @@ __all__ = ["kv_transfer", "lora", "spec_decode"]
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
-    return None if num is None or den is None or den <= 0 else num / den
+    if num is None or den is None or den <= 0:
+        return None
+    r = num / den
+    return r if math.isfinite(r) else None  # 1e308 / 1e-3 from a bad payload: no number, not inf
 
 
 def spec_decode(increase: Increase, gauge: Gauge, total: Total,
