@@ -63,9 +63,11 @@ def test_passed_through_values_change_the_launch_hash_but_secrets_do_not(monkeyp
                                               "command": ["{python}", "-c", "0"], **engine}}}, "t.toml")  # fmt: skip
         return build_launch(cfg.instances[0]).config_hash
 
-    monkeypatch.setenv("HF_TOKEN", "one")
+    # Values no path holds: the command names the interpreter's path, where a short secret like
+    # "one" would be masked inside ".../ci-clone/..." and change the hash for that reason alone.
+    monkeypatch.setenv("HF_TOKEN", "hf-token-value-1")
     h = spec_hash()
-    monkeypatch.setenv("HF_TOKEN", "two")
+    monkeypatch.setenv("HF_TOKEN", "hf-token-value-2")
     assert spec_hash() == h  # a rotated token is not a configuration change
     monkeypatch.setenv("MY_SETTING", "a")
     h = spec_hash(env_passthrough=["MY_SETTING"])
