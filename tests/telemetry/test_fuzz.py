@@ -330,6 +330,8 @@ class Figures:
     slowest: tuple[float, int, int] = (0.0, 0, -1)
     # prometheus_client's parser, ms per MB (see _reference_ms_per_mb), per worker.
     reference: list[float] = field(default_factory=list)
+    # The dearest large input per MB: (ms per MB, worker part, index), to time it again alone.
+    dearest: tuple[float, int, int] = (0.0, 0, -1)
 
     def add(self, other: Figures) -> None:
         self.payloads += other.payloads
@@ -339,6 +341,7 @@ class Figures:
         self.per_mb += other.per_mb
         self.slowest = max(self.slowest, other.slowest)
         self.reference += other.reference
+        self.dearest = max(self.dearest, other.dearest)
 
 
 def large_input(rng: random.Random, mutator: Mutator) -> tuple[str, bytes, bytes]:
@@ -377,6 +380,7 @@ def fuzz_part(seed: int, part: int, payloads: int, sse_streams: int, large: int 
                 p = get_profile(profile)
                 figures.per_mb.append((_normalise_ms(p, payload) / mb, _normalise_ms(p, amplified) / base_mb,
                                        len(payload)))
+                figures.dearest = max(figures.dearest, (figures.per_mb[-1][0], part, i))
         else:
             profile, base = rng.choice(corpus.payloads)
             if rng.random() < 0.1:
@@ -440,9 +444,34 @@ def test_fuzz_metrics_payloads_and_sse_streams() -> None:
     # what prometheus_client's parser takes for a plain payload on the same machine, in the same
     # process. The absolute figure is benchmarks/parse_normalize.py's to report.
     slowest_share = per_mb[0][0] / reference
+    if slowest_share >= SLOWEST_VS_REFERENCE:
+        # The workers time their inputs while the other worker runs on the same cores, and each
+        # times the reference once, at another moment. Before calling it a regression, time the
+        # dearest input and the reference again here, alone, interleaved, the fastest of each.
+        ours, reference = _retime_dearest(figures.dearest)
+        print(f"fuzz: timed again alone: dearest input {ours:.0f} ms/MB, prometheus_client {reference:.0f} ms/MB")
+        per_mb[0] = (ours, per_mb[0][1], per_mb[0][2])
+        slowest_share = ours / reference
     assert slowest_share < SLOWEST_VS_REFERENCE, (
         f"slowest input {per_mb[0][0]:.0f} ms/MB = {slowest_share:.2f}x prometheus_client's {reference:.0f} ms/MB"
     )
+
+
+def _retime_dearest(dearest: tuple[float, int, int]) -> tuple[float, float]:
+    """(ms per MB of the dearest large input, of prometheus_client's parser), each the fastest of
+    three rounds timed in this process, one after the other; the input drawn again from its seed."""
+    _ms, part, index = dearest
+    corpus = _corpus()
+    rng = random.Random(f"{SEED}/{part}")
+    mutator = Mutator(rng, corpus)
+    for _ in range(index + 1):  # the large inputs are a worker's first draws, in order
+        profile, _amplified, payload = large_input(rng, mutator)
+    p, mb = get_profile(profile), len(payload) / 2**20
+    ours, ref = math.inf, math.inf
+    for _ in range(3):
+        ours = min(ours, _normalise_ms(p, payload) / mb)
+        ref = min(ref, _reference_ms_per_mb(corpus))
+    return ours, ref
 
 
 def _check_sse_split_invariance(stream: bytes, rng: random.Random) -> int:
