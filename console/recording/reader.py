@@ -128,17 +128,24 @@ class Recording:
             i -= 1
         return i
 
+    def _in_window(self, start: float | None, end: float | None, starts: list[float],
+                   refs: list[FrameRef]) -> Iterator[int]:
+        """The indexes of the frames of ``refs`` that may hold times in [start, end], oldest first."""
+        lo = -math.inf if start is None else start
+        hi = math.inf if end is None else end
+        for i in range(self._first_frame(start, starts, refs), len(refs)):
+            info = refs[i].info
+            if info.t_first > hi:
+                break
+            if info.t_last >= lo:
+                yield i
+
     def documents(self, start: float | None = None, end: float | None = None
                   ) -> Iterator[tuple[float, dict[str, Any]]]:
         """(time, status document) for every document recorded in [start, end], oldest first."""
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
-        for i in range(self._first_frame(start, self._doc_starts, self.doc_frames), len(self.doc_frames)):
-            info = self.doc_frames[i].info
-            if info.t_first > hi:
-                break
-            if info.t_last < lo:
-                continue
+        for i in self._in_window(start, end, self._doc_starts, self.doc_frames):
             for t, doc in self.frame_docs(i):
                 if lo <= t <= hi:
                     yield t, doc
@@ -149,12 +156,8 @@ class Recording:
         oldest first: for copying a window (a bundle's cut) without decoding every document."""
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
-        for i in range(self._first_frame(start, self._doc_starts, self.doc_frames), len(self.doc_frames)):
+        for i in self._in_window(start, end, self._doc_starts, self.doc_frames):
             ref = self.doc_frames[i]
-            if ref.info.t_first > hi:
-                break
-            if ref.info.t_last < lo:
-                continue
             payload = ref.segment.payload(ref.info)
             try:
                 lines = read_doc_lines(payload) if payload is not None else []
@@ -212,12 +215,8 @@ class Recording:
         """(time, engine, payload) for every raw payload recorded in [start, end], oldest first."""
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
-        for i in range(self._first_frame(start, self._raw_starts, self.raw_frames), len(self.raw_frames)):
+        for i in self._in_window(start, end, self._raw_starts, self.raw_frames):
             ref = self.raw_frames[i]
-            if ref.info.t_first > hi:
-                break
-            if ref.info.t_last < lo:
-                continue
             payload = ref.segment.payload(ref.info)
             try:
                 if payload is None:
