@@ -300,6 +300,16 @@ def resolve_engines(config: Config, refs: Sequence[str], *, api_key_env: str | N
     return out
 
 
+def selected_instances(config: Config, refs: Sequence[str], *, api_key_env: str | None = None
+                       ) -> list[EngineInstance]:
+    """The engines a command's ``--engine`` arguments name (configured names first, then the
+    PROFILE@URL ones), or every configured engine when there are none."""
+    if not refs:
+        return list(config.instances)
+    named = [config.instance(r) for r in refs if "@" not in r]
+    return named + resolve_engines(config, [r for r in refs if "@" in r], api_key_env=api_key_env)
+
+
 def mask_secrets(data: Any) -> Any:
     """A copy of config data for display, masked by the one secret rule (console.secrets)."""
     return mask_config(data)

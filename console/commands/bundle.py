@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from console.bundle.make import BundleRequest, make_bundle
     from console.bundle.window import Window, parse_duration
     from console.commands.status import EXIT_CONFIG
-    from console.config import load_config, resolve_engines
+    from console.config import load_config, selected_instances
     from console.errors import UserError
     from console.recording import default_recording_dir
 
@@ -71,12 +71,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--log-lines must be >= 0")
     try:
         cfg = load_config(args.config)
-        extra = resolve_engines(cfg, [r for r in args.engine if "@" in r], api_key_env=args.api_key_env)
-        named = [cfg.instance(r) for r in args.engine if "@" not in r]
+        instances = selected_instances(cfg, args.engine, api_key_env=args.api_key_env)
     except UserError as exc:
         print(f"enginedeck: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
-    instances = named + extra if args.engine else list(cfg.instances)
     now = time.time()
     dest = _dest(args.output, now)
     gpu_source = args.gpus or cfg.console.gpu_source

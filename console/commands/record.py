@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from console.config import load_config, resolve_engines
+    from console.config import load_config, selected_instances
     from console.errors import UserError
     from console.recording import RecordingError, RecordingWriter, default_recording_dir
     from console.recording.recorder import Recorder
@@ -56,9 +56,7 @@ def run(args: argparse.Namespace) -> int:
     refresh = args.refresh or cfg.console.refresh
     if refresh <= 0:
         raise UserError("--refresh must be positive")
-    extra = resolve_engines(cfg, [r for r in args.engine if "@" in r], api_key_env=args.api_key_env)
-    named = [cfg.instance(r) for r in args.engine if "@" not in r]
-    instances = named + extra if args.engine else list(cfg.instances)
+    instances = selected_instances(cfg, args.engine, api_key_env=args.api_key_env)
     if not instances:
         raise UserError("no engine to record: configure one under [engines] or pass --engine PROFILE@URL")
     directory = Path(args.dir or cfg.console.recording_dir or default_recording_dir()).expanduser()

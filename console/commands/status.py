@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from console.alerts.evaluate import evaluator_for
-    from console.config import load_config, resolve_engines
+    from console.config import load_config, selected_instances
     from console.errors import UserError
     from console.telemetry.hub import Hub
 
@@ -48,12 +48,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--refresh and --watch must be positive and --sample not negative")
     try:
         cfg = load_config(args.config)
-        extra = resolve_engines(cfg, [r for r in args.engine if "@" in r], api_key_env=args.api_key_env)
-        named = [cfg.instance(r) for r in args.engine if "@" not in r]
+        instances = selected_instances(cfg, args.engine, api_key_env=args.api_key_env)
     except UserError as exc:
         print(f"enginedeck: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
-    instances = named + extra if args.engine else list(cfg.instances)
     if not instances:
         print(f"enginedeck: {_no_engines_reason(cfg)}", file=sys.stderr)
         return EXIT_CONFIG
