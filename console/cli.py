@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from console import __version__, commands
+from console import __version__, commands, startup_gc
 from console.errors import UserError
 
 # The command run when none is given (the console on the configured engines).
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    startup_gc.pause()
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     choices = _subcommand_names(parser)
@@ -48,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if DEFAULT_COMMAND in choices and (not first or (first.startswith("-") and first not in _TOP_FLAGS)):
         args_list = [DEFAULT_COMMAND, *args_list]
     args = parser.parse_args(args_list)
+    if not getattr(args, "paints", False):  # a console command resumes it before its first frame
+        startup_gc.resume()
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

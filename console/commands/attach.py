@@ -16,7 +16,7 @@ def register(sub: Any) -> None:
     p.add_argument("--gpus", choices=("nvml", "simulated", "none"), default=None,
                    help="GPU source (default: the config's, else nvml)")
     add_console_flags(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, paints=True)  # resumes garbage collection before its first frame
 
 
 def run(args: argparse.Namespace) -> int:

@@ -47,7 +47,7 @@ def register(sub: Any) -> None:
         help="the console on a simulated fleet (vLLM, SGLang, TensorRT-LLM, TGI; 8 simulated GPUs); no GPU needed",
     )
     add_console_flags(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, paints=True)  # resumes garbage collection before its first frame
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
     p.add_argument("--layout", metavar="NAME", default=None, help="auto, compact, default or wide")
     p.add_argument("--no-mouse", action="store_true", default=None, help="do not capture the mouse")
     p.add_argument("--config", metavar="FILE", default=None, help="configuration file (default: platform path)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, paints=True)  # resumes garbage collection before its first frame
 
 
 def run(args: argparse.Namespace) -> int:

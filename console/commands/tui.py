@@ -11,7 +11,7 @@ from console.commands._args import add_console_flags
 def register(sub: Any) -> None:
     p = sub.add_parser("tui", help="the console on the configured engines (the default command)")
     add_console_flags(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, paints=True)  # resumes garbage collection before its first frame
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
+from console import startup_gc
 from console.config import Config, ConsoleSettings, EngineInstance
 from console.errors import UserError
 
@@ -108,7 +109,6 @@ def run_console(
     ``keys``: the user's ``[keys]`` (``config.keys`` when not given)."""
     from console.alerts.evaluate import evaluator_for
     from console.telemetry.hub import Hub
-    from console.ui.app import DeckApp, UiOptions
     from console.ui.terminal_guard import TerminalGuard
 
     alerts = evaluator_for(instances)  # a broken rules file: one line, before anything starts
@@ -127,6 +127,10 @@ def run_console(
                   gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
                   lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts)
         hub.start()
+        # Imported after the hub starts: the first scrapes run while the UI (most of the start-up
+        # time) is imported, so the first frame can already show data.
+        from console.ui.app import DeckApp, UiOptions
+
         try:
             app = DeckApp(
                 hub,
@@ -235,6 +239,7 @@ def _run_guarded(app: DeckApp, guard: TerminalGuard, *, mouse: bool) -> str | No
     guard.on_begin(lambda reason: TerminalWriter.give_up_all(time.monotonic() + GIVE_UP_OUTPUT))
     guard.on_begin(lambda reason: app.exit_from_thread())
     guard.output_dropped = lambda: TerminalWriter.dropped
+    startup_gc.resume()
     try:
         result: str | None = app.run(mouse=mouse)
         return result

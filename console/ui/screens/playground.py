@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Label, Markdown, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from console.client.http import Cancellable
 from console.client.playground import (
@@ -50,6 +50,9 @@ from console.ui.screens.base import DeckScreen, TopBar, console_engines
 from console.ui.widgets.chart import spark
 from console.ui.widgets.footer import DeckFooter
 
+if TYPE_CHECKING:
+    from textual.widgets import Markdown
+
 REFRESH_S = 0.1  # reply/markdown redraw at most 10 times a second
 
 
@@ -70,9 +73,13 @@ class _Pane(Vertical):
         self._shown = -1
 
     def compose(self) -> ComposeResult:
+        # Textual's Markdown brings markdown-it and a highlighter (~50 ms): imported when a
+        # playground opens, not at every start of the console.
+        from textual.widgets import Markdown
+
         yield Static(classes="pane-title")
         with VerticalScroll():
-            yield Markdown()
+            yield Markdown(classes="reply")
         yield Static(classes="pane-stats")
 
     def set_title(self, text: str) -> None:
@@ -86,7 +93,8 @@ class _Pane(Vertical):
         if size != self._shown:
             self._shown = size
             reasoning = f"> *thinking:* {rec.reasoning.strip()}\n\n" if rec.reasoning else ""
-            await self.query_one(Markdown).update(transcript + reasoning + rec.text)
+            reply = cast("Markdown", self.query_one(".reply"))
+            await reply.update(transcript + reasoning + rec.text)
             # Follow the end once the new text is laid out (before that the end is not known yet).
             scroll = self.query_one(VerticalScroll)
             scroll.call_after_refresh(scroll.scroll_end, animate=False)

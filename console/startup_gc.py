@@ -1,0 +1,25 @@
+"""Garbage collection paused while a command starts.
+
+Starting the console makes a few hundred thousand long-lived objects (modules, classes, the methods
+dataclasses write), and the collector walks them again and again while they are being made: about
+0.15-0.2 s of a 1 s start, measured here. ``cli.main`` pauses collection first thing; a command that
+paints resumes it just before its first frame (``ui.launch``), every other command as soon as its
+arguments are parsed. What exists by then is frozen out of later collections: it lives as long as
+the process does.
+"""
+
+from __future__ import annotations
+
+import gc
+
+__all__ = ["pause", "resume"]
+
+
+def pause() -> None:
+    gc.disable()
+
+
+def resume() -> None:
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
