@@ -41,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     startup_gc.pause()
+    try:
+        return _main(argv)
+    finally:  # whatever way out (--help, a bad argument, an error): collection is on again
+        startup_gc.resume()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     choices = _subcommand_names(parser)
