@@ -21,6 +21,11 @@ def test_collection_is_on_after_main(argv: list[str], capsys: pytest.CaptureFixt
 
 def test_a_headless_command_runs_with_collection_on(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bool] = []
-    monkeypatch.setattr("console.commands.status.run", lambda args: seen.append(gc.isenabled()) or 0)
+
+    def run(args: object) -> int:
+        seen.append(gc.isenabled())
+        return 0
+
+    monkeypatch.setattr("console.commands.status.run", run)
     cli.main(["status", "--json"])
     assert seen == [True]
