@@ -30,7 +30,7 @@ from console.secrets import Scrubber
 from console.status_parse import DocumentError, alerts_from, snapshot_from_doc
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
-SLACK_S = 0.25  # on top of two periods before a silent host is stale
+SLACK_S = 0.5  # on top of two periods before a silent host is stale
 RESTART_AFTER_PERIODS = 10  # a host silent this long (and at least 10 s) gets a fresh ssh
 KILL_WAIT_S = 1.0  # SIGTERM to the group, then SIGKILL after this
 STDERR_LINES = 5
@@ -221,7 +221,8 @@ class HostStream:
             if self._command != DEFAULT_COMMAND:
                 reason += f", or fix command = {self._command!r} in [hosts.{self.target.name}]"
         else:
-            reason = f"ssh exited ({_exit_text(rc)})" + (f": {err.rstrip('.')}" if err else "")
+            err = err.removeprefix("ssh: ").rstrip(".")
+            reason = f"ssh exited ({_exit_text(rc)})" + (f": {err}" if err else "")
         return got.is_set(), reason, missing
 
     def _read_docs(self, pipe: IO[bytes], got: threading.Event) -> None:
