@@ -14,6 +14,8 @@ Rates and windowed quantiles need two scrapes or more, so one-shot status sample
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 from typing import Any
@@ -68,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         from console.remote.fleet import RemoteFleet
 
         hub = RemoteFleet(hosts, local=hub if instances else None, refresh=args.refresh)
+    if hosts:  # SIGHUP/SIGTERM unwind through `finally`: the hosts' ssh process groups end with us
+        _exit_on_hangup()
     hub.start()
     try:
         deadline = time.monotonic() + args.sample
@@ -85,8 +89,22 @@ def run(args: argparse.Namespace) -> int:
         return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`, the ssh of a console that ended)
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     finally:
         hub.stop()
+
+
+def _exit_on_hangup() -> None:
+    import signal
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, leave)
 
 
 def _no_engines_reason(cfg: Any) -> str:
