@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SSHD = os.environ.get("ENGINEDECK_SSHD", "/usr/sbin/sshd")
-HOW_SSHD = ("install OpenSSH's server (apt-get install openssh-server; .ci/run does), or set "
+HOW_SSHD = ("run scripts/provision/sshd.sh as root (make test does; it installs openssh-server), or set "
             "ENGINEDECK_SKIP_SSH=1 to skip the ssh tests explicitly")
 
 
