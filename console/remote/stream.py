@@ -32,6 +32,7 @@ from console.status_parse import DocumentError, alerts_from, snapshot_from_doc
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 SLACK_S = 0.5  # on top of two periods before a silent host is stale
 RESTART_AFTER_PERIODS = 10  # a host silent this long (and at least 10 s) gets a fresh ssh
+FIRST_DOC_GRACE_S = 10.0  # on top of that for the first document (login, the remote's start-up)
 KILL_WAIT_S = 1.0  # SIGTERM to the group, then SIGKILL after this
 STDERR_LINES = 5
 MAX_LINE = 16 * 2**20  # a status line longer than this is not ours
@@ -189,6 +190,7 @@ class HostStream:
         for t in readers:
             t.start()
         restart_after = max(10.0, RESTART_AFTER_PERIODS * self.target.period)
+        started = time.monotonic()
         was_fresh = False
         killed_silent = False
         while proc.poll() is None and not self._stop.is_set():
@@ -200,7 +202,8 @@ class HostStream:
             if fresh != was_fresh:
                 was_fresh = fresh
                 self._changed()  # went silent (or came back): publish the state now
-            if last is not None and silent > restart_after:
+            # Silent for long, or never a document since it connected (a remote that hangs): start again.
+            if (silent if last is not None else time.monotonic() - started - FIRST_DOC_GRACE_S) > restart_after:
                 killed_silent = True
                 self.kill()
         self.kill()
@@ -214,7 +217,7 @@ class HostStream:
         err = self._last_error()
         missing = rc == 127 or "command not found" in err.lower()
         if killed_silent:
-            reason = f"no status document for {restart_after:.0f} s; ssh ended"
+            reason = f"no status document for {restart_after:.0f} s; ssh ended by enginedeck"
         elif missing:
             cmd = self._command.split()[0]
             reason = f"`{cmd}` not found on {self.target.name} (exit {rc}): {INSTALL_HINT}"

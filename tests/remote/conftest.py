@@ -35,8 +35,9 @@ def ssh_lab(tmp_path: Path) -> Iterator[SshLab]:
         lab.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sim_fleet() -> Iterator[Fleet]:
+    """Simulated engines every host's configuration points at (started once: a 2-core machine)."""
     fleet = start_fleet(["vllm", "sglang", "tgi", "trtllm"], load=False)
     try:
         yield fleet

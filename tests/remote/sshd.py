@@ -160,3 +160,20 @@ class SshLab:
     def close(self) -> None:
         for srv in self.servers:
             srv.kill()
+        # A remote enginedeck whose session ended is reparented to init for the moment it takes to
+        # notice; those of this lab (their environment names its folder) end here, by PID.
+        for pid in processes_mentioning(str(self.root.parent)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Processes whose environment holds ``text`` (this test's folders), other than this one."""
+    out = []
+    needle = text.encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if needle in (entry / "environ").read_bytes():
+                    out.append(int(entry.name))
+    return out
