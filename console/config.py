@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from console.errors import ConfigError, UserError
+from console.hosts import DEFAULT_COMMAND, HostTarget, check_command, host_name_ok, parse_destination
 from console.keymap import KeyTableError, parse_key_table
 from console.paths import config_file
 from console.profiles import EngineProfile, get_profile, load_profiles
@@ -147,10 +148,50 @@ class ConsoleSettings(_Strict):
         return v
 
 
+class HostConfig(_Strict):
+    """``[hosts.NAME]``: a machine watched over SSH (its own enginedeck reports its engines)."""
+
+    ssh: str  # [user@]host[:port], or an alias of ~/.ssh/config
+    command: str = DEFAULT_COMMAND  # the enginedeck command line there, e.g. "uvx enginedeck"
+    ssh_options: list[str] = Field(default_factory=list)  # extra ssh arguments, e.g. ["-F", "ssh.conf"]
+    period: float = Field(default=1.0, ge=0.2, le=60)  # seconds between the host's reports
+
+    @field_validator("ssh")
+    @classmethod
+    def _ssh(cls, v: str) -> str:
+        try:
+            parse_destination(v, where="destination")
+        except UserError as exc:
+            raise ValueError(exc.message) from None
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: str) -> str:
+        try:
+            return check_command(v)
+        except UserError as exc:
+            raise ValueError(exc.message) from None
+
+    def target(self, name: str) -> HostTarget:
+        destination, port = parse_destination(self.ssh)
+        return HostTarget(name=name, destination=destination, port=port, command=self.command,
+                          ssh_options=tuple(self.ssh_options), period=self.period)
+
+
 class ConfigFile(_Strict):
     schema_version: int = Field(default=1, alias="schema")
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     engines: dict[str, InstanceConfig] = Field(default_factory=dict)
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+
+    @field_validator("hosts")
+    @classmethod
+    def _host_names(cls, v: dict[str, HostConfig]) -> dict[str, HostConfig]:
+        for name in v:
+            if not host_name_ok(name):
+                raise ValueError(f"host name {name!r} may use letters, digits, '.', '_' and '-' only")
+        return v
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -198,6 +239,7 @@ class Config:
     raw: Mapping[str, Any] = field(default_factory=dict)
     # [keys]: action id -> its keys in Textual's names (they replace the action's own; () unbinds it).
     keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    hosts: tuple[HostTarget, ...] = ()  # [hosts.NAME]: remote machines watched over SSH
 
     def instance(self, name: str) -> EngineInstance:
         for inst in self.instances:
@@ -239,7 +281,9 @@ def parse_config(data: Mapping[str, Any], source: str, profiles: Mapping[str, En
         instances.append(
             EngineInstance(name=name, profile=profile, url=_instance_url(ic, profile), config=ic, gpus=_gpu_ids(ic))
         )
-    return Config(path=Path(source), console=cf.console, instances=tuple(instances), raw=data, keys=keys)
+    hosts = tuple(hc.target(name) for name, hc in cf.hosts.items())
+    return Config(path=Path(source), console=cf.console, instances=tuple(instances), raw=data, keys=keys,
+                  hosts=hosts)
 
 
 def _instance_url(ic: InstanceConfig, profile: EngineProfile) -> str:

@@ -250,6 +250,9 @@ class EngineSnapshot:
     last_log_line: str = ""
     lifecycle: LifecycleView | None = None  # managed engines: what engine control says
     energy: EnergyView | None = None  # None: no GPU energy for this engine (no GPU, no counter yet)
+    # The configured host it runs on ([hosts.NAME], reached over SSH); "" for this machine. An engine
+    # of a remote host is named "HOST/NAME" in a fleet snapshot, so names stay unique across hosts.
+    host: str = ""
 
     @property
     def live(self) -> bool:
@@ -294,6 +297,7 @@ class GpuSnapshot:
     energy_source: str = ""  # "counter" | "integrated" | "simulated" | "" (n/a)
     mig: bool | None = None  # MIG mode on: the counter covers the whole device, not one instance
     energy: EnergyView | None = None  # windowed figures, filled in by the hub
+    host: str = ""  # the remote host it belongs to ("" for this machine); index is then the fleet's
 
     @property
     def mem_percent(self) -> float | None:
@@ -334,6 +338,26 @@ class HostSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class HostView:
+    """One configured remote host ([hosts.NAME] or ``attach ssh://``) and its status stream.
+
+    ``freshness`` is OK while status documents arrive in time; STALE (with the reason: ssh exited,
+    no document for N s, enginedeck not installed there) when the stream stopped. ``host`` and
+    ``gpus`` are what the host's last document said."""
+
+    name: str
+    destination: str  # the ssh destination, [user@]host[:port]
+    freshness: Freshness = Freshness(SourceState.STALE, reason="not connected yet")
+    last_doc_at: float | None = None  # wall-clock time the last document arrived
+    host: HostSnapshot | None = None
+    gpus: GpuFleet = GpuFleet()
+    engines: int = 0  # engines in its last document
+
+    def doc_age(self, now: float) -> float | None:
+        return None if self.last_doc_at is None else max(0.0, now - self.last_doc_at)
+
+
+@dataclass(frozen=True, slots=True)
 class FleetSnapshot:
     """One coherent view of every engine, every GPU and the host."""
 
@@ -343,6 +367,8 @@ class FleetSnapshot:
     host: HostSnapshot | None = None
     # Every alert rule on every engine (states ok and n/a included), when alerts are evaluated.
     alerts: tuple[Alert, ...] = ()
+    # Remote hosts (empty when the console watches only this machine).
+    hosts: tuple[HostView, ...] = ()
 
     def engine(self, name: str) -> EngineSnapshot | None:
         for e in self.engines:

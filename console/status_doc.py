@@ -18,6 +18,7 @@ from console.model import (
     GpuFleet,
     GpuSnapshot,
     HostSnapshot,
+    HostView,
     ModelMetrics,
     Quantiles,
     Rates,
@@ -149,6 +150,7 @@ def engine_doc(e: EngineSnapshot) -> dict[str, Any]:
         "per_model": [model_doc(m) for m in e.models],
         "missing_metrics": list(e.missing),
         "energy": energy_doc(e.energy),
+        "host": e.host or None,  # the [hosts.NAME] it runs on; null: this machine
     }
 
 
@@ -184,6 +186,7 @@ def gpu_doc(g: GpuSnapshot, engines: tuple[EngineSnapshot, ...] = ()) -> dict[st
         "energy_source": g.energy_source or None,
         "mig": g.mig,
         "energy": energy_doc(g.energy),
+        "host": g.host or None,
         "processes": [
             {"pid": p.pid, "used_bytes": p.used_bytes, "name": p.name, "container": p.container, "engine": p.engine}
             for p in g.processes
@@ -224,6 +227,21 @@ def status_doc(snap: FleetSnapshot) -> dict[str, Any]:
         "gpus": gpus_doc(snap.gpus, snap.engines),
         "host": host_doc(snap.host),
         "alerts": [alert_doc(a) for a in snap.alerts],
+        "hosts": [host_view_doc(h, snap.taken_at) for h in snap.hosts],
+    }
+
+
+def host_view_doc(h: HostView, now: float) -> dict[str, Any]:
+    """One remote host and its status stream (docs/status-json.md, "hosts")."""
+    age = h.doc_age(now)
+    return {
+        "name": h.name,
+        "ssh": h.destination,
+        "state": h.freshness.state.value,
+        "reason": h.freshness.reason or None,
+        "last_document_age_s": None if age is None else round(age, 3),
+        "engines": h.engines,
+        "host": host_doc(h.host),
     }
 
 

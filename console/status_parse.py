@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from console.model import (
+    Alert,
+    AlertState,
     EngineIdentity,
     EngineSnapshot,
     FleetSnapshot,
@@ -22,6 +24,7 @@ from console.model import (
     GpuProcess,
     GpuSnapshot,
     HostSnapshot,
+    HostView,
     ModelMetrics,
     Phase,
     Quantiles,
@@ -110,6 +113,7 @@ def engine_from(d: Doc, taken_at: float) -> EngineSnapshot:
         pids=tuple(int(p) for p in d["pids"]),
         cpu_percent=_f(d["cpu_percent"]),
         rss_bytes=_i(d["rss_bytes"]),
+        host=d.get("host") or "",
     )
 
 
@@ -133,6 +137,7 @@ def gpu_from(d: Doc, taken_at: float) -> GpuSnapshot:
         processes=tuple(GpuProcess(pid=int(p["pid"]), used_bytes=_i(p["used_bytes"]), name=p["name"],
                                    container=p["container"], engine=p["engine"]) for p in d["processes"]),
         simulated=bool(d["simulated"]),
+        host=d.get("host") or "",
     )
 
 
@@ -163,6 +168,16 @@ def host_from(d: Doc | None, taken_at: float) -> HostSnapshot | None:
     )
 
 
+def host_view_from(d: Doc, taken_at: float) -> HostView:
+    age = _f(d["last_document_age_s"])
+    reason = d["reason"] or ""
+    stale_since = None if d["state"] == SourceState.OK.value else taken_at
+    return HostView(name=d["name"], destination=d["ssh"],
+                    freshness=Freshness(SourceState(d["state"]), stale_since=stale_since, reason=reason),
+                    last_doc_at=None if age is None else taken_at - age, host=host_from(d.get("host"), taken_at),
+                    engines=int(d.get("engines") or 0))
+
+
 def snapshot_from_doc(doc: Doc) -> FleetSnapshot:
     """The snapshot a status document was made from, as far as the document holds it."""
     schema = doc.get("schema") if isinstance(doc, Mapping) else None
@@ -175,6 +190,21 @@ def snapshot_from_doc(doc: Doc) -> FleetSnapshot:
             engines=tuple(engine_from(e, t) for e in doc["engines"]),
             gpus=gpus_from(doc["gpus"], t),
             host=host_from(doc["host"], t),
+            hosts=tuple(host_view_from(h, t) for h in doc.get("hosts") or ()),
         )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise DocumentError(f"malformed {SCHEMA} document: {type(exc).__name__}: {exc}") from None
+
+
+def alerts_from(doc: Doc) -> tuple[Alert, ...]:
+    """The ``alerts`` array of a document (a remote host's alerts); empty when it has none."""
+    try:
+        return tuple(
+            Alert(rule=a["rule"], engine=a["engine"], severity=a["severity"], state=AlertState(a["state"]),
+                  summary=a["summary"], since=_f(a["since"]), value=_f(a["value"]), condition=a["condition"],
+                  values=tuple((k, _f(v)) for k, v in (a.get("values") or {}).items()),
+                  runbook=a.get("runbook") or "", note=a.get("note") or "")
+            for a in doc.get("alerts") or ()
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DocumentError(f"malformed alerts in {SCHEMA} document: {type(exc).__name__}: {exc}") from None

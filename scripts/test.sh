@@ -8,10 +8,12 @@
 #   Docker Engine + images enginedeck/pybase:bookworm, enginedeck/sim:dev   (needs root the first time)
 #   llama-server (built once, cached in ~/.cache/enginedeck) + tiny GGUF model
 #   promtool (Debian's prometheus package)
+#   OpenSSH server and client (Debian's openssh-server), for real sshd servers on 127.0.0.1
 # Explicit opt-outs, for machines without root/Docker or without time for the 5-min llama.cpp build:
 #   ENGINEDECK_SKIP_DOCKER=1     skip Docker provisioning; tests marked `docker` are reported as skipped
 #   ENGINEDECK_SKIP_LLAMACPP=1   same for llama.cpp and tests marked `llamacpp`
 #   ENGINEDECK_SKIP_PROMTOOL=1   same for Prometheus' promtool and tests marked `promtool`
+#   ENGINEDECK_SKIP_SSH=1        same for OpenSSH and tests marked `ssh`
 # Without them a missing service is a test failure, never a silent skip.
 # Pre-set ENGINEDECK_LLAMA_SERVER + ENGINEDECK_TINY_GGUF (existing files) are used as they are.
 set -euo pipefail
@@ -79,6 +81,17 @@ else
   fi
   eval "$out"
   stage_end "provision promtool"
+fi
+if is_set ENGINEDECK_SKIP_SSH; then
+  skipped+=("ssh (ENGINEDECK_SKIP_SSH=$ENGINEDECK_SKIP_SSH)")
+else
+  stage_start "provision sshd"
+  if ! out=$(scripts/provision/sshd.sh); then
+    echo "test.sh: provisioning 'sshd' failed (see the messages above)" >&2
+    exit 1
+  fi
+  eval "$out"
+  stage_end "provision sshd"
 fi
 for s in ${skipped[@]+"${skipped[@]}"}; do
   echo "test.sh: SKIPPED service $s - its tests will be reported as skipped" >&2

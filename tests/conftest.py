@@ -2,7 +2,8 @@
 
 promtool: the real Prometheus `promtool` (ENGINEDECK_PROMTOOL, else the one on PATH). A missing
 promtool FAILS the test with how to provide it; ENGINEDECK_SKIP_PROMTOOL=1 skips the tests marked
-`promtool` explicitly (listed by `-ra`), as ENGINEDECK_SKIP_DOCKER does for Docker.
+`promtool` explicitly (listed by `-ra`), as ENGINEDECK_SKIP_DOCKER does for Docker, and
+ENGINEDECK_SKIP_SSH=1 for the tests marked `ssh` (real sshd on 127.0.0.1: tests/remote/).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration import helpers
+from tests.remote.sshd import skip_ssh
 
 HOW_PROMTOOL = (
     "run scripts/provision/promtool.sh as root (make test does; it installs Debian's prometheus package), "
@@ -22,11 +24,11 @@ HOW_PROMTOOL = (
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not helpers.skip_promtool():
-        return
     for item in items:
-        if item.get_closest_marker("promtool"):
+        if helpers.skip_promtool() and item.get_closest_marker("promtool"):
             item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_PROMTOOL is set"))
+        if skip_ssh() and item.get_closest_marker("ssh"):
+            item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_SSH is set"))
 
 
 @pytest.fixture(scope="session")

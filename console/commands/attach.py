@@ -1,4 +1,6 @@
-"""`enginedeck attach PROFILE@URL ...`: watch running endpoints, no configuration file needed."""
+"""`enginedeck attach PROFILE@URL|ssh://[user@]HOST[:PORT] ...`: watch running endpoints, or the
+engines of remote hosts over SSH (their own `enginedeck status` through the user's ssh), no
+configuration file needed."""
 
 from __future__ import annotations
 
@@ -9,8 +11,11 @@ from console.commands._args import add_console_flags
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("attach", help="watch existing endpoints: enginedeck attach vllm@http://127.0.0.1:8000 ...")
-    p.add_argument("refs", nargs="+", metavar="PROFILE@URL", help="e.g. vllm@http://127.0.0.1:8000")
+    p = sub.add_parser("attach", help="watch existing endpoints: enginedeck attach vllm@http://127.0.0.1:8000 ... "
+                       "or hosts over SSH: enginedeck attach ssh://gpu@node1")
+    p.add_argument("refs", nargs="+", metavar="PROFILE@URL|ssh://[user@]HOST[:PORT]",
+                   help="e.g. vllm@http://127.0.0.1:8000, or ssh://gpu@node1 (runs `enginedeck status --json "
+                   "--watch` there with your ssh)")
     p.add_argument("--api-key-env", metavar="NAME", default=None,
                    help="name of the environment variable holding the engines' API key")
     p.add_argument("--gpus", choices=("nvml", "simulated", "none"), default=None,
@@ -26,9 +31,16 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config) if args.config else Config(path=None)
     settings = resolve_settings(args, config)
-    instances = [parse_engine_ref(r, api_key_env=args.api_key_env) for r in args.refs]
+    from console.hosts import parse_ssh_url
+
+    period = settings.refresh
+    hosts = [parse_ssh_url(r, period=period) for r in args.refs if r.startswith("ssh://")]
+    instances = [parse_engine_ref(r, api_key_env=args.api_key_env) for r in args.refs if not r.startswith("ssh://")]
     names = [i.name for i in instances]
     if len(set(names)) != len(names):
         raise UserError("the same PROFILE@URL is given twice")
-    run_console(instances, settings, gpu_source=args.gpus, keys=config.keys)
+    host_names = [h.name for h in hosts]
+    if len(set(host_names)) != len(host_names):
+        raise UserError("the same ssh:// host is given twice")
+    run_console(instances, settings, gpu_source=args.gpus, keys=config.keys, hosts=hosts)
     return 0

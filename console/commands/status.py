@@ -1,6 +1,7 @@
 """`enginedeck status`: every engine, GPU and the host, normalised, headless.
 
-Exit codes: 0 every engine reachable with its metrics read, 2 any engine unreachable, 3 every engine
+Exit codes: 0 every engine reachable with its metrics read, 2 any engine unreachable (or a remote
+host of ``[hosts.*]`` stale: its report is the ``hosts`` array), 3 every engine
 reachable but the metrics of one or more could not be read (no metrics endpoint, wrong API key,
 another engine's payload: the reason is in the report), 4 all of that fine but a critical alert is
 firing, 1 configuration error (including no engine at all, or a broken alert rules file: a cron
@@ -13,6 +14,8 @@ Rates and windowed quantiles need two scrapes or more, so one-shot status sample
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 from typing import Any
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"enginedeck: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
-    if not instances:
+    hosts = cfg.hosts if not args.engine else ()
+    if not instances and not hosts:
         print(f"enginedeck: {_no_engines_reason(cfg)}", file=sys.stderr)
         return EXIT_CONFIG
     try:
@@ -61,12 +65,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"enginedeck: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
     gpu_source = args.gpus or cfg.console.gpu_source
-    hub = Hub(instances, refresh=args.refresh, gpu_source=gpu_source, alerts=alerts)
+    hub: Any = Hub(instances, refresh=args.refresh, gpu_source=gpu_source, alerts=alerts)
+    if hosts:  # [hosts.*]: each host's own `enginedeck status` over ssh, merged (console/remote)
+        from console.remote.fleet import RemoteFleet
+
+        hub = RemoteFleet(hosts, local=hub if instances else None, refresh=args.refresh)
+    if hosts:  # SIGHUP/SIGTERM unwind through `finally`: the hosts' ssh process groups end with us
+        _exit_on_hangup()
     hub.start()
     try:
         deadline = time.monotonic() + args.sample
         hub.wait_published(timeout=max(args.sample, 3.0) + 2.0)
-        wait_until_collected(hub, deadline + 3.0)
+        if hosts:
+            hub.wait_hosts(deadline + 15.0)
+            hub.publish()
+        if instances:
+            wait_until_collected(hub, deadline + 3.0)
         time.sleep(max(0.0, deadline - time.monotonic()))
         code = _report(hub, args)
         while args.watch:
@@ -75,8 +89,22 @@ def run(args: argparse.Namespace) -> int:
         return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`, the ssh of a console that ended)
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     finally:
         hub.stop()
+
+
+def _exit_on_hangup() -> None:
+    import signal
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, leave)
 
 
 def _no_engines_reason(cfg: Any) -> str:
@@ -110,7 +138,7 @@ def exit_code(snap: Any) -> int:
     """2 unreachable, else 3 metrics unreadable, else 4 a critical alert firing, else 0."""
     from console.model import AlertState
 
-    if not all(e.reachable for e in snap.engines):
+    if not all(e.reachable for e in snap.engines) or any(h.freshness.stale for h in snap.hosts):
         return EXIT_UNREACHABLE
     if any(e.metrics_freshness.stale for e in snap.engines):
         return EXIT_METRICS
@@ -181,6 +209,9 @@ def render_text(snap: Any) -> str:
             f"GPU{gpu.index} {gpu.name}{sim}: util {_num(gpu.util_percent)}% HBM {used}/{total} GiB "
             f"{_num(gpu.temperature_c)}C {_num(gpu.power_w)}W  {', '.join(gpu_owners(gpu, snap.engines)) or '-'}"
         )
+    for hv in snap.hosts:
+        state = "ok" if not hv.freshness.stale else f"STALE: {hv.freshness.reason}"
+        lines.append(f"host {hv.name} ({hv.destination}): {hv.engines} engines, {state}")
     h = snap.host
     if h is not None:
         mem = "n/a" if h.mem_used_bytes is None or not h.mem_total_bytes else (

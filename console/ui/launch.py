@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from console import startup_gc
 from console.config import Config, ConsoleSettings, EngineInstance
 from console.errors import UserError
+from console.hosts import HostTarget
 
 if TYPE_CHECKING:
     from console.ui.actions import ActionRegistry
@@ -99,6 +100,7 @@ def run_console(
     pids_of: Callable[[str], tuple[int, ...]] | None = None,
     on_terminal_loss: TerminalLossAction | None = None,
     keys: Mapping[str, Sequence[str]] | None = None,
+    hosts: Sequence[HostTarget] = (),
 ) -> str | None:
     """Run the console until quit; returns the app's result ("demo" from the setup screen).
 
@@ -106,7 +108,9 @@ def run_console(
     from ``config`` when it has managed engines. ``pids_of``: current process ids per engine.
     ``on_terminal_loss``: what to do with the engines when the terminal is lost (the demo stops
     its simulators); by default ``settings.on_terminal_loss`` applied to ``lifecycle``'s engines.
-    ``keys``: the user's ``[keys]`` (``config.keys`` when not given)."""
+    ``keys``: the user's ``[keys]`` (``config.keys`` when not given). ``hosts``: remote hosts
+    watched over SSH (``console.remote``) beside these engines; their ssh process groups end with
+    the console, at its hard exit too."""
     from console.alerts.evaluate import evaluator_for
     from console.telemetry.hub import Hub
     from console.ui.terminal_guard import TerminalGuard
@@ -123,9 +127,17 @@ def run_console(
     add_last_resort(guard, lifecycle)
     guard.install()
     try:
-        hub = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
-                  gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
-                  lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts)
+        hub: Any = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
+                       gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
+                       lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts)
+        profiles = {i.profile.name: i.profile for i in instances}
+        if hosts:
+            from console.profiles import load_profiles
+            from console.remote.fleet import RemoteFleet
+
+            hub = RemoteFleet(hosts, local=hub if instances else None, refresh=settings.refresh)
+            guard.add_final(hub.kill_streams)
+            profiles = {**load_profiles(), **profiles}  # remote engines may be of any profile
         hub.start()
         # Imported after the hub starts: the first scrapes run while the UI (most of the start-up
         # time) is imported, so the first frame can already show data.
@@ -136,7 +148,7 @@ def run_console(
                 hub,
                 options=UiOptions(read_only=settings.read_only, layout=settings.layout, mouse=settings.mouse,
                                   simulated=simulated, title=title, alert_bell=settings.alert_bell),
-                profiles={i.profile.name: i.profile for i in instances},
+                profiles=profiles,
                 instances={i.name: i for i in instances},
                 lifecycle=lifecycle,
                 check_backing=check_backing,

@@ -19,10 +19,10 @@ from console.model import EngineSnapshot, FleetSnapshot, RawSeries
 from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.engine_strips import STRIPS
+from console.ui.fleet_panels import short_name
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
-from console.ui.screens.overview import short_name
 from console.ui.widgets.chart import Chart
 from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line

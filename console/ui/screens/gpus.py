@@ -13,10 +13,10 @@ from textual.widgets import DataTable, Static
 from console.model import FleetSnapshot, GpuSnapshot
 from console.ui import format as fmt
 from console.ui.actions import Action
+from console.ui.fleet_panels import GPU_COLUMNS, gpu_cells, gpu_columns_for, gpu_title, short_name
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
-from console.ui.screens.overview import GPU_COLUMNS, gpu_cells, gpu_columns_for, gpu_title, short_name
 from console.ui.widgets.chart import Chart
 from console.ui.widgets.footer import DeckFooter
 

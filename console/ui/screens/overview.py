@@ -7,7 +7,7 @@ only when the set or the order of rows changes (new engine, filter, sort).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.text import Text
@@ -16,19 +16,19 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Input
 
-from console.model import (
-    Alert,
-    AlertState,
-    EngineSnapshot,
-    FleetSnapshot,
-    GpuFleet,
-    GpuSnapshot,
-    HostSnapshot,
-    ModelMetrics,
-    Rates,
-)
+from console.model import Alert, AlertState, EngineSnapshot, FleetSnapshot, ModelMetrics, Rates
 from console.ui import format as fmt
 from console.ui.actions import Action
+from console.ui.fleet_panels import (
+    gpu_cells,
+    gpu_text_table,
+    gpu_title,
+    host_line,
+    hosts_lines,
+    is_multi_host,
+    short_name,
+    stale_host_lines,
+)
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
@@ -66,10 +66,6 @@ def row_tint(alerts: tuple[Alert, ...], engine: str) -> str:
     return next((TINT[s] for s in ("critical", "warning") if s in sev), "")
 
 
-def short_name(name: str) -> str:
-    return name.replace("http://", "").replace("https://", "")
-
-
 def engine_label(e: EngineSnapshot, profiles: dict[str, str]) -> Text:
     disp = profiles.get(e.profile, e.profile)
     t = Text(disp)
@@ -97,8 +93,21 @@ def _model(e: EngineSnapshot) -> Text:
     return Text(name if len(name) <= 22 else "…" + name.split("/")[-1][-21:])
 
 
+def engine_name(e: EngineSnapshot, hosts: bool) -> str:
+    """The name column: without the ``HOST/`` prefix while the host column shows it."""
+    return short_name(e.name.removeprefix(f"{e.host}/") if hosts and e.host else e.name)
+
+
+def host_cell(e: EngineSnapshot) -> Text:
+    """The host column ("local" for this machine); red while the host's stream is stale."""
+    stale = bool(e.host) and e.health_detail.startswith(f"host {e.host}:")
+    return Text(e.host or "local", style=fmt.CRIT if stale else "")
+
+
 COLUMNS: tuple[Column, ...] = (
-    Column("name", "engine", 14, "phase", lambda e, ctx: Text(short_name(e.name)), lambda e: e.name, 1),
+    # Shown only with more than one host (fleet_panels.is_multi_host).
+    Column("host", "host", 8, "phase", lambda e, ctx: host_cell(e), lambda e: (e.host, e.name), 1),
+    Column("name", "engine", 14, "phase", lambda e, ctx: Text(engine_name(e, ctx.hosts)), lambda e: e.name, 1),
     Column("kind", "type/version", 16, "phase", lambda e, ctx: engine_label(e, ctx.display), None, 8),
     Column("model", "model", 22, "phase", lambda e, ctx: _model(e), None, 9),
     Column("phase", "health", 13, "phase", lambda e, ctx: fmt.health(e, ctx.now, ctx.health_width),
@@ -137,18 +146,7 @@ def arrow_width(c: Column) -> int:
     """A column's width with room for its label and the sort arrow (▼/▲) after it."""
     return max(c.width, len(c.label) + 1)
 
-IDENTITY_COLS = frozenset({"name", "kind", "model", "phase", "gpus"})
-
-GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
-    ("gpu", "GPU", 12, "gpu_util"),
-    ("util", "util", 4, "gpu_util"),
-    ("hbm", "HBM used/total", 19, "gpu_mem"),
-    ("temp", "temp", 5, "gpu_temp"),
-    ("power", "power", 10, "gpu_power"),
-    ("engine", "engine", 14, "gpu_engine"),
-    ("energy", "energy", 8, "gpu_energy"),
-)
-
+IDENTITY_COLS = frozenset({"host", "name", "kind", "model", "phase", "gpus"})
 
 @dataclass(frozen=True, slots=True)
 class CellContext:
@@ -157,104 +155,13 @@ class CellContext:
     display: dict[str, str]
     now: float = 0.0
     health_width: int = 13
+    hosts: bool = False  # the host column shows (the name column then leaves out HOST/)
 
 
 # The health column grows to this width (it says "✖ crashed: exit 137 (SIGKILL) 12 s ago") with
 # the room left once the columns up to this priority are placed.
 HEALTH_MAX = 40
 HEALTH_GROWS_AFTER = 6
-
-
-def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
-    name = g.name.replace("NVIDIA ", "").replace("Simulated ", "")  # the panel title says "simulated"
-    label = Text(f"{g.index} ")
-    label.append(name[:9], style="dim")
-    power = fmt.na()
-    if g.power_w is not None:
-        power = Text(f"{g.power_w:.0f}" + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "") + " W")
-    engines = g.engines or ((engine_of[g.index],) if g.index in engine_of else ())
-    owner = Text(", ".join(short_name(x) for x in engines)) if engines else Text("-", style="dim")
-    temp = fmt.unit(g.temperature_c, "°C")
-    if g.temperature_c is not None and g.temperature_c >= 85:
-        temp.stylize(fmt.CRIT)
-    return [label, fmt.unit(g.util_percent, "%"), fmt.hbm(g.mem_used_bytes, g.mem_total_bytes), temp, power, owner,
-            gpu_energy(g)]
-
-
-def gpu_energy(g: GpuSnapshot) -> Text:
-    """Energy over the last 60 s (the window), from the counter; '≈' where power was integrated."""
-    v = g.energy
-    if v is None or v.joules is None:
-        return fmt.na()
-    mark = "≈" if v.source == "integrated" else ""
-    return Text(f"{mark}{v.joules / 1000:.1f} kJ")
-
-
-# Which GPU columns go first when the width runs out (GPU and util stay): energy, power, temp,
-# engine, HBM.
-GPU_DROP_ORDER = ("energy", "power", "temp", "engine", "hbm")
-
-
-def gpu_columns_for(width: int) -> list[int]:
-    """Indices of the GPU columns that fit ``width``: narrow terminals drop columns, rows never wrap."""
-    keep = list(range(len(GPU_COLUMNS)))
-    for key in GPU_DROP_ORDER:
-        if sum(GPU_COLUMNS[i][2] + 2 for i in keep) <= width:
-            break
-        keep.remove(next(i for i in keep if GPU_COLUMNS[i][0] == key))
-    return keep
-
-
-def gpu_text_table(rows: list[list[Text]], width: int = 10_000) -> Text:
-    """GPU rows as fixed-width text with a header (styles kept), only the columns that fit ``width``."""
-    cols = gpu_columns_for(width)
-    out = Text()
-    for i in cols:
-        _key, label, w, _metric = GPU_COLUMNS[i]
-        out.append(" " + label.ljust(w) + " ", style="bold")
-    for cells in rows:
-        out.append("\n")
-        for i in cols:
-            t = cells[i].copy()
-            t.truncate(GPU_COLUMNS[i][2], pad=True)
-            out.append(" ")
-            out.append_text(t)
-            out.append(" ")
-    return out
-
-
-def gpu_title(gf: GpuFleet, now: float) -> Text:
-    t = Text("GPUs", style="bold")
-    if gf.source == "simulated":
-        t.append(" (simulated)", style=fmt.SIM)
-    if gf.driver_version:
-        t.append(f" · driver {gf.driver_version}", style="dim")
-    if gf.unavailable_reason:
-        t.append(f" · {gf.unavailable_reason}", style=fmt.WARN)
-    st = "" if gf.unavailable_reason else fmt.staleness(gf.freshness, now)
-    if st:
-        t.append(f" · {st}", style=fmt.WARN)
-    if not gf.gpus and not gf.unavailable_reason and not st:
-        t.append(" · none found", style="dim")
-    return t
-
-
-def host_line(h: HostSnapshot | None, now: float) -> Text:
-    if h is None:
-        return Text("host: no data yet", style="dim")
-    t = Text("host ", style="bold")
-    t.append(h.hostname or "?")
-    if h.cpu_percent is not None:
-        t.append(f" · CPU {h.cpu_percent:.0f}%" + (f" of {h.cpu_count} cores" if h.cpu_count else ""))
-    if h.mem_used_bytes is not None:
-        t.append(" · RAM ")
-        t.append_text(fmt.hbm(h.mem_used_bytes, h.mem_total_bytes))
-    if h.load_avg:
-        t.append(" · load " + " ".join(f"{x:.1f}" for x in h.load_avg))
-    st = fmt.staleness(h.freshness, now)
-    if st:
-        t.append(f" · {st}", style=fmt.WARN)
-    return t
 
 
 class OverviewScreen(DeckScreen):
@@ -282,6 +189,7 @@ class OverviewScreen(DeckScreen):
         table: CellTable[Text] = CellTable(id="engines", cursor_type="cell", zebra_stripes=False)
         yield table
         yield Line(id="attention")
+        yield Line(id="hosts")
         yield Line(id="sparks")
         yield Line(id="gpu-title")
         # Plain text, not a DataTable: it changes every refresh and a DataTable re-renders every cell
@@ -293,6 +201,7 @@ class OverviewScreen(DeckScreen):
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
+        self.query_one("#hosts", Line).display = False  # shown once a snapshot has remote hosts
         self._compact = self.deck.layout_name == "compact"
         self._fit_columns()
         self.query_one("#engines", DataTable).focus()
@@ -309,9 +218,14 @@ class OverviewScreen(DeckScreen):
     def _columns(self) -> list[Column]:
         return self._shown
 
+    def _multi_host(self) -> bool:
+        fleet = self.deck.fleet
+        return fleet is not None and is_multi_host(fleet)
+
     def _name_width(self) -> int:
         fleet = self.deck.fleet
-        names = [short_name(e.name) for e in fleet.engines] if fleet else []
+        hosts = self._multi_host()
+        names = [engine_name(e, hosts) for e in fleet.engines] if fleet else []
         return max(8, min(24, max((len(n) for n in names), default=8)))
 
     def _fit_columns(self) -> None:
@@ -322,7 +236,8 @@ class OverviewScreen(DeckScreen):
         keep: set[str] = set()
         health_w = next(c.width for c in COLUMNS if c.key == "phase")
         grown = False
-        for c in sorted(COLUMNS, key=lambda c: c.priority):
+        columns = COLUMNS if self._multi_host() else [c for c in COLUMNS if c.key != "host"]
+        for c in sorted(columns, key=lambda c: c.priority):
             if not grown and c.priority > HEALTH_GROWS_AFTER:
                 extra = max(0, min(budget, HEALTH_MAX - health_w))
                 health_w, budget, grown = health_w + extra, budget - extra, True
@@ -380,6 +295,11 @@ class OverviewScreen(DeckScreen):
         self._set_text("gpu-title", gpu_title(fleet.gpus, now))
         self._show_gpus(fleet)
         self._set_text("host", host_line(fleet.host, now))
+        if fleet.hosts:  # remote hosts: the fleet's totals and a line per host, under the attention lines
+            hosts = self.query_one("#hosts", Line)
+            hosts.display = True
+            hosts.show(hosts_lines(fleet, now, (self.size.width or self.app.size.width) - 2))
+            self.query_one("#host", Line).display = fleet.host is not None
 
     def _set_text(self, wid: str, text: Text) -> None:
         self.query_one(f"#{wid}", Line).show(text)
@@ -388,7 +308,8 @@ class OverviewScreen(DeckScreen):
         table: DataTable[Text] = self.query_one("#engines", DataTable)
         engines = self._visible(fleet)
         cols = self._columns()
-        ctx = CellContext({n: p.display_name for n, p in self.deck.profiles.items()}, now, self._health_w or 13)
+        hosts = any(c.key == "host" for c in cols)
+        ctx = CellContext({n: p.display_name for n, p in self.deck.profiles.items()}, now, self._health_w or 13, hosts)
         rows: dict[str, list[Text]] = {}
         for e in engines:
             cells = [c.render(e, ctx) for c in cols]
@@ -405,7 +326,7 @@ class OverviewScreen(DeckScreen):
                     t.stylize(tint)
             rows[e.name] = cells
         order = [e.name for e in engines]
-        if order != self._row_order and self._name_width() != self._shown_name_w:
+        if order != self._row_order and (self._name_width() != self._shown_name_w or hosts != self._multi_host()):
             self._fit_columns()
             return
         if order != self._row_order:
@@ -440,8 +361,15 @@ class OverviewScreen(DeckScreen):
     def _health_attention(self, fleet: FleetSnapshot, now: float) -> Text:
         if not fleet.engines:
             return Text("no engines yet: waiting for the first collection", style="dim")
-        sick = [e for e in fleet.engines if fmt.is_sick(e)]
+        # A stale remote host is one line for all its engines (fleet_panels.stale_host_lines).
+        stale_hosts = {h.name for h in fleet.hosts if h.freshness.stale}
+        sick = [e for e in fleet.engines if fmt.is_sick(e) and e.host not in stale_hosts]
         stopped = [e for e in fleet.engines if fmt.stopped_by_you(e)]
+        if stale_hosts:
+            t = stale_host_lines(fleet, now, (self.size.width or self.app.size.width) - 2)
+            rest = self._health_attention(replace(fleet, engines=tuple(e for e in fleet.engines
+                                                                        if e.host not in stale_hosts), hosts=()), now)
+            return t if not sick and not stopped else Text.assemble(t, "\n", rest)
         if not sick and not stopped:
             n = len(fleet.engines)
             return Text(f"✓ {'the engine is' if n == 1 else f'all {n} engines'} ready, metrics fresh", style="green")
@@ -471,7 +399,7 @@ class OverviewScreen(DeckScreen):
     def _sparks(self, fleet: FleetSnapshot) -> tuple[Text, str]:
         """Per-engine history charts as fixed-width text (cheaper than a Rich table every second)."""
         src = self.deck.source
-        name_w = self._name_width()
+        name_w = max(self._name_width(), min(24, max((len(short_name(e.name)) for e in fleet.engines[:8]), default=0)))
         width = max(6, (self.size.width - 2 - name_w - 4) // 4 - 8)
         series = (("generation_tps", "gen", None), ("kv_usage", "KV", 1.0), ("waiting", "wait", None),
                   ("ttft_p99", "ttft99", None))

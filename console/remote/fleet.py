@@ -1,0 +1,145 @@
+"""``RemoteFleet``: a ``FleetSource`` over this machine's hub (if any) and every remote host's stream.
+
+It publishes a merged snapshot (``merge``) every ``refresh`` seconds (the local hub's latest, each
+host's latest document), and at once when a host's state changes (its first document, ssh ended,
+the host went silent), so a dead host is shown stale within a fraction of a second of it being
+known. History is kept as the hub keeps it (``hub.record``), under the qualified ``HOST/NAME`` engine names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from console.hosts import HostTarget
+from console.listeners import add_listener
+from console.model import FleetSnapshot
+from console.remote.merge import merge
+from console.remote.stream import HostStream
+from console.secrets import Scrubber
+from console.telemetry.history import History
+from console.telemetry.hub import Hub, record
+from console.telemetry.source import Listener, PayloadListener
+
+
+class RemoteFleet:
+    """Watches ``hosts`` over SSH, and this machine's engines through ``local`` (None: none)."""
+
+    def __init__(self, hosts: Sequence[HostTarget], *, local: Hub | None = None, refresh: float = 1.0,
+                 ssh: str = "ssh", scrubber: Scrubber | None = None, history_capacity: int = 3600) -> None:
+        self.history = History(capacity=history_capacity)
+        self.local = local
+        self._refresh = refresh
+        self._paused = False
+        self._lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        self._wake = threading.Event()
+        self._halt = threading.Event()
+        self._published = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.streams = [HostStream(h, ssh=ssh, scrubber=scrubber, on_change=self._wake.set) for h in hosts]
+        self._latest = merge(local.latest() if local else None, [s.view() for s in self.streams], time.time())
+
+    # -- FleetSource -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        if self.local is not None:
+            self.local.start()
+        for s in self.streams:
+            s.start()
+        self._thread = threading.Thread(target=self._run, name="enginedeck-fleet", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=3)
+            self._thread = None
+        self.kill_streams()
+        for s in self.streams:
+            s.stop()
+        if self.local is not None:
+            self.local.stop()
+
+    def kill_streams(self) -> None:
+        """End every ssh process group now (the terminal guard's last resort; safe from any thread)."""
+        for s in self.streams:
+            with contextlib.suppress(Exception):
+                s.kill()
+
+    def latest(self) -> FleetSnapshot:
+        with self._lock:
+            return self._latest
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        return add_listener(self._listeners, self._lock, listener)
+
+    def subscribe_payloads(self, listener: PayloadListener) -> Callable[[], None]:
+        """This machine's raw payloads (a remote host's stay there)."""
+        if self.local is not None:
+            return self.local.subscribe_payloads(listener)
+        return lambda: None
+
+    @property
+    def refresh(self) -> float:
+        return self._refresh
+
+    def set_refresh(self, seconds: float) -> None:
+        self._refresh = max(0.1, min(60.0, seconds))
+        if self.local is not None:
+            self.local.set_refresh(seconds)
+        self._wake.set()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        if self.local is not None:
+            self.local.set_paused(paused)
+        self._wake.set()
+
+    def set_detail(self, name: str | None) -> None:
+        if self.local is not None:
+            local = {e.name for e in self.local.latest().engines}
+            self.local.set_detail(name if name in local else None)
+
+    def wait_published(self, timeout: float) -> bool:
+        return self._published.wait(timeout)
+
+    def wait_hosts(self, deadline: float) -> None:
+        """Until every host has sent a document or failed with a reason (``time.monotonic`` deadline)."""
+        while time.monotonic() < deadline:
+            views = [s.view()[0] for s in self.streams]
+            if all(v.last_doc_at is not None or "connecting" not in v.freshness.reason for v in views):
+                return
+            time.sleep(0.05)
+
+    # -- the thread ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._halt.is_set():
+            self._wake.wait(self._refresh)
+            self._wake.clear()
+            if self._halt.is_set():
+                break
+            if not self._paused:
+                self.publish()
+
+    def publish(self) -> FleetSnapshot:
+        now = time.time()
+        snap = merge(self.local.latest() if self.local else None, [s.view(now) for s in self.streams], now)
+        with self._lock:
+            self._latest = snap
+            listeners = list(self._listeners)
+        record(self.history, snap)
+        self._published.set()
+        for fn in listeners:
+            fn(snap)
+        return snap
