@@ -218,7 +218,7 @@ class ReplaySource:
                                 pts = series[key] = []
                             pts.append((rt, v))
         for key, pts in series.items():
-            history.extend(key, pts)
+            history.extend(key, [t for t, _v in pts], [v for _t, v in pts])
         return history
 
     def _seek(self, t: float) -> tuple[Pos, FleetSnapshot]:
