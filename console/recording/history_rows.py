@@ -15,7 +15,7 @@ rows frame gives exactly the rows ``doc_rows`` gives for the document read back.
 from __future__ import annotations
 
 import itertools
-import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +26,7 @@ from console.model import NOT_LIVE
 from console.telemetry.source import ENGINE_SERIES
 
 Row = tuple[tuple[str, str], float, float | None]
+_DECIMALS = re.compile(rb"\.(\d*[1-9])")  # a float's decimals (".0" is none)
 Points = dict[tuple[str, str], tuple[list[float], list[float | None]]]  # times, values by series
 _NOT_LIVE = frozenset(p.value for p in NOT_LIVE)
 
@@ -105,15 +106,18 @@ def rows_payload(times: Sequence[float], rows: Sequence[Sequence[Row]]) -> bytes
 
 def _column(col: list[float | bool | None]) -> list[Any]:
     """A series' values as ``[d, n0, n1 - n0, ...]`` when each is exactly ``n / 10**d`` (d <= 6: the
-    numbers of a document are rounded; the small differences compress to a third less), else
+    numbers of a document are rounded; the small differences compress a fifth smaller), else
     ``[null, v0, v1, ...]``."""
-    if all(type(v) is float and math.isfinite(v) for v in col):
-        for d in range(7):
-            scale = 10**d
-            ns = [round(v * scale) for v in col]  # type: ignore[operator]
-            if all(abs(n) < 2**53 and n / scale == v and (v or math.copysign(1.0, v) > 0)  # type: ignore[arg-type]
-                   for n, v in zip(ns, col, strict=True)):
-                return [d, *(b - a for a, b in itertools.pairwise([0, *ns]))]
+    text = orjson.dumps(col)  # each float as the shortest text that reads back as it: its decimals are d
+    if b"e" in text or b"n" in text or b"-0.0" in text:  # false, null (None, inf, nan), 1e-7; -0.0 (and -0.05)
+        return [None, *col]
+    d = max(map(len, _DECIMALS.findall(text)), default=0)
+    if d > 6:
+        return [None, *col]
+    scale = 10**d
+    ns = [round(v * scale) for v in col]  # type: ignore[operator]
+    if max(map(abs, ns), default=0) < 2**53 and [n / scale for n in ns] == col:
+        return [d, *(b - a for a, b in itertools.pairwise([0, *ns]))]
     return [None, *col]
 
 
