@@ -76,7 +76,7 @@ def rows_of(doc: Mapping[str, Any]) -> list[Row]:
     """``doc_rows``, or none for a document that is not one of ours (no history from it)."""
     try:
         return doc_rows(doc)
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError):
         return []
 
 
