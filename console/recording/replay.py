@@ -208,6 +208,7 @@ class ReplaySource:
         lo = at - (self.history_points if points is None else points) * self._interval
         history = History(capacity=self._capacity)
         series: Points = {}
+        from_docs = False
         with _no_gc():  # thousands of small objects at once: one collection, at the end
             for i in range(max(0, rec.frame_index(lo)), pos[0] + 1):
                 end = pos[1] + 1 if i == pos[0] else None
@@ -216,6 +217,7 @@ class ReplaySource:
                     rf.add_to(series, lo, end)
                     continue
                 times, frame_rows = self._rows(i)
+                from_docs = True
                 for k, rows in enumerate(frame_rows[:end]):
                     if times[k] >= lo:
                         for key, rt, v in rows:
@@ -226,6 +228,10 @@ class ReplaySource:
                             got[1].append(v)
         for key, (ts, vs) in series.items():
             history.extend(key, ts, vs)
+        if from_docs:
+            # Documents decoded, rows kept for stepping: their young objects are walked now, in the
+            # rebuild's own time, not by whatever allocates next (the next seek's snapshot).
+            gc.collect(1)
         return history
 
     def _seek(self, t: float) -> tuple[Pos, FleetSnapshot]:
