@@ -35,3 +35,16 @@ def test_memory_is_bounded() -> None:
         h.append(("e", f"m{k}"), 0.0, 1.0)
     assert len(h.keys()) == 10
     assert h.memory_bytes() == 10 * one
+
+
+def test_extend_is_append_of_each_point() -> None:
+    pts: list[tuple[float, float | None]] = [(float(t), None if t % 7 == 0 else t / 3) for t in range(12)]
+    for before, capacity in ((0, 20), (0, 12), (0, 5), (3, 10)):
+        by_append, by_extend = History(capacity=capacity), History(capacity=capacity)
+        for t, v in pts[:before]:
+            by_append.append("k", t, v)
+            by_extend.append("k", t, v)
+        for t, v in pts[before:]:
+            by_append.append("k", t, v)
+        by_extend.extend("k", [t for t, _ in pts[before:]], [v for _, v in pts[before:]])
+        assert str(by_extend.points("k")) == str(by_append.points("k")), (before, capacity)

@@ -1,8 +1,10 @@
 """A cut: part of a recording written as one self-contained ``.edrec`` file (no index beside it).
 
 It is written under a temporary name and renamed into place, so a reader never sees half a cut.
-Documents are framed again (``FRAME_S`` each, against the cut's own dictionary), raw payloads one a
-frame, so the cut replays and exports exactly like the folder it came from.
+Documents are framed again (``FRAME_S`` each, against the cut's own dictionary), each frame with its
+rows frame when the documents come as dicts (documents given as JSON text are not parsed for them: a
+replay then reads the documents), raw payloads one a frame, so the cut replays and exports exactly
+like the folder it came from.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import orjson
 
 from console.recording import frames
+from console.recording.history_rows import Row, rows_of, rows_payload
 from console.recording.payloads import docs_payload, raw_payload
 from console.recording.segments import SegmentWriter
 from console.recording.writer import FRAME_S, RecordingError
@@ -35,18 +38,24 @@ def write_cut(docs: Iterable[tuple[float, dict[str, Any] | bytes]], raw: Iterabl
     try:
         times: list[float] = []
         lines: list[bytes] = []
+        rows: list[list[Row] | None] = []
 
         def frame() -> None:
             if seg.zdict is None:
                 seg.set_dict(lines[0], times[0])
-            seg.write(frames.KIND_DOCS, docs_payload(times, lines), t_first=min(times), t_last=max(times),
-                      count=len(times), use_dict=True)
+            t0, t1, n = min(times), max(times), len(times)
+            seg.write(frames.KIND_DOCS, docs_payload(times, lines), t_first=t0, t_last=t1, count=n, use_dict=True)
+            if all(r is not None for r in rows):
+                seg.write(frames.KIND_ROWS, rows_payload(times, [r or [] for r in rows]), t_first=t0, t_last=t1,
+                          count=n, use_dict=True)
             times.clear()
             lines.clear()
+            rows.clear()
 
         for t, doc in docs:
             times.append(t)
             lines.append(doc if isinstance(doc, bytes) else orjson.dumps(doc))
+            rows.append(None if isinstance(doc, bytes) else rows_of(doc))
             written += 1
             if t - times[0] >= FRAME_S:
                 frame()

@@ -10,7 +10,8 @@ frame costs only itself: ``scan`` checks every CRC and, after a bad frame, looks
 
 Payloads: documents are one JSON line of times, then one JSON document a line; a raw payload is a
 JSON line ``[time, engine]`` followed by the payload's bytes; a dictionary frame holds the bytes a
-segment's document frames are compressed against (zlib's preset dictionary).
+segment's document frames are compressed against (zlib's preset dictionary); a rows frame follows
+each document frame with the charts' history rows of its documents (``history_rows.rows_payload``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import BinaryIO
 
 MAGIC = b"EDR1"
 HEADER = struct.Struct("<4sBBHddIII")
-KIND_DOCS, KIND_RAW, KIND_DICT = 1, 2, 3
+KIND_DOCS, KIND_RAW, KIND_DICT, KIND_ROWS = 1, 2, 3, 4
+KINDS = (KIND_DOCS, KIND_RAW, KIND_DICT, KIND_ROWS)
 CODEC_NONE, CODEC_ZLIB = 0, 1
 FLAG_DICT = 1  # compressed against the segment's dictionary frame
 MAX_PAYLOAD = 256 * 2**20  # a length above this is a corrupt header, not a frame
@@ -95,7 +97,7 @@ def parse_header(head: bytes, offset: int) -> FrameInfo | None:
     if len(head) < HEADER.size:
         return None
     magic, kind, codec, flags, t0, t1, count, length, _crc = HEADER.unpack_from(head)
-    if magic != MAGIC or kind not in (KIND_DOCS, KIND_RAW, KIND_DICT) or length > MAX_PAYLOAD or t1 < t0:
+    if magic != MAGIC or kind not in KINDS or length > MAX_PAYLOAD or t1 < t0:
         return None
     return FrameInfo(offset, HEADER.size + length, kind, codec, flags, t0, t1, count)
 

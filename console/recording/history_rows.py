@@ -5,17 +5,29 @@ A replay rebuilds ten minutes of chart history on every seek; going through a ``
 each of 600 documents costs seconds, reading the few numbers the charts keep costs milliseconds.
 A test holds this equal to ``record(history, snapshot_from_doc(doc))`` for live, stale and
 unreachable engines.
+
+The writer also stores each document frame's rows as a rows frame of their own (``rows_payload``,
+read back by ``RowsFrame``): a seek then decodes a few KB of numbers per frame instead of the
+documents. Times and values are JSON (a non-finite value is null, as in the document itself), so a
+rows frame gives exactly the rows ``doc_rows`` gives for the document read back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from console.model import NOT_LIVE
 from console.telemetry.source import ENGINE_SERIES
 
 Row = tuple[tuple[str, str], float, float | None]
+_DECIMALS = re.compile(rb"\.(\d*[1-9])")  # a float's decimals (".0" is none)
+Points = dict[tuple[str, str], tuple[list[float], list[float | None]]]  # times, values by series
 _NOT_LIVE = frozenset(p.value for p in NOT_LIVE)
 
 
@@ -58,3 +70,121 @@ def doc_rows(doc: Mapping[str, Any]) -> list[Row]:
         add((("host", "mem_used"), t, _f(host["mem_used_bytes"])))
     return out
 
+
+
+def rows_of(doc: Mapping[str, Any]) -> list[Row]:
+    """``doc_rows``, or none for a document that is not one of ours (no history from it)."""
+    try:
+        return doc_rows(doc)
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError):
+        return []
+
+
+def rows_payload(times: Sequence[float], rows: Sequence[Sequence[Row]]) -> bytes:
+    """The rows of a frame's documents (``times``: their recorded times), by series: four JSON lines,
+    the times; each document's ``taken_at`` (null for a document without rows; the whole line null
+    when they are the times); the series as ``[entity, [metric, ...]]`` runs; and one array a series
+    (``_column``) with its value in each document (``false``: the document has no such row)."""
+    index: dict[tuple[str, str], int] = {}
+    for doc in rows:
+        for key, _t, _v in doc:
+            index.setdefault(key, len(index))
+    cols: list[list[float | bool | None]] = [[False] * len(rows) for _ in index]
+    for k, doc in enumerate(rows):
+        for key, _t, v in doc:
+            cols[index[key]][k] = v
+    runs: list[list[Any]] = []
+    for entity, metric in index:
+        if runs and runs[-1][0] == entity:
+            runs[-1][1].append(metric)
+        else:
+            runs.append([entity, [metric]])
+    taken = [doc[0][1] if doc else None for doc in rows]
+    return b"\n".join([orjson.dumps(list(times)), orjson.dumps(None if taken == list(times) else taken),
+                       orjson.dumps(runs), orjson.dumps([_column(c) for c in cols])]) + b"\n"
+
+
+def _column(col: list[float | bool | None]) -> list[Any]:
+    """A series' values as ``[d, n0, n1 - n0, ...]`` when each is exactly ``n / 10**d`` (d <= 6: the
+    numbers of a document are rounded; the small differences compress a fifth smaller), else
+    ``[null, v0, v1, ...]``."""
+    text = orjson.dumps(col)  # each float as the shortest text that reads back as it: its decimals are d
+    if b"e" in text or b"n" in text or b"-0.0" in text:  # false, null (None, inf, nan), 1e-7; -0.0 (and -0.05)
+        return [None, *col]
+    d = max(map(len, _DECIMALS.findall(text)), default=0)
+    if d > 6:
+        return [None, *col]
+    scale = 10**d
+    ns = [round(v * scale) for v in col]  # type: ignore[operator]
+    if max(map(abs, ns), default=0) < 2**53 and [n / scale for n in ns] == col:
+        return [d, *(b - a for a, b in itertools.pairwise([0, *ns]))]
+    return [None, *col]
+
+
+def _values(col: list[Any]) -> list[Any]:
+    d = col[0]
+    if d is None:
+        return col[1:]
+    scale = 10 ** int(d)
+    return [n / scale for n in itertools.accumulate(col[1:])]
+
+
+@dataclass(frozen=True, slots=True)
+class RowsFrame:
+    """The rows of one document frame, read back from its rows frame."""
+
+    times: list[float]  # the documents' recorded times
+    taken: list[float | None]
+    keys: list[tuple[str, str]]
+    cols: list[list[float | bool | None]]
+    whole: bool  # every document has every series (no ``false`` in ``cols``)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> RowsFrame:
+        """Raises ValueError for a payload that is not a rows frame's."""
+        lines = payload.split(b"\n")
+        try:
+            times, taken, runs, cols = (orjson.loads(x) for x in lines[:4])
+            times = [float(t) for t in times]
+            keys = [(str(e), str(m)) for e, ms in runs for m in ms]
+            # Only a column of raw values (d null) can hold a false.
+            whole = not any(v is False for c in cols if c[0] is None for v in c)
+            cols = [_values(c) for c in cols]
+        except (orjson.JSONDecodeError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"not a rows payload: {exc}") from None
+        if taken is None:
+            taken = times
+        n = len(times)
+        if len(taken) != n or len(cols) != len(keys) or any(len(c) != n for c in cols):
+            raise ValueError("a rows payload of inconsistent lengths")
+        return cls(times, taken, keys, cols, whole and None not in taken)
+
+    def doc(self, k: int) -> list[Row]:
+        """The rows of document ``k`` of the frame (what ``doc_rows`` gives for it)."""
+        t = self.taken[k]
+        if t is None:
+            return []
+        return [(key, t, v) for key, col in zip(self.keys, self.cols, strict=True)
+                if (v := col[k]) is not False]  # type: ignore[misc]
+
+    def add_to(self, series: Points, lo: float, end: int | None = None) -> None:
+        """Append the points of the documents recorded at ``lo`` or later (the first ``end`` only)."""
+        taken = self.taken
+        ks = [k for k, at in enumerate(self.times[:end]) if at >= lo and taken[k] is not None]
+        if not ks:
+            return
+        a, b = ks[0], ks[-1] + 1
+        whole = self.whole and b - a == len(ks)
+        ts: list[float] = taken[a:b] if whole else []  # type: ignore[assignment]
+        for key, col in zip(self.keys, self.cols, strict=True):
+            got = series.get(key)
+            if got is None:
+                got = series[key] = ([], [])
+            if whole:  # every document has every series (the usual case): two slices
+                got[0].extend(ts)
+                got[1].extend(col[a:b])  # type: ignore[arg-type]
+                continue
+            for k in ks:
+                if (v := col[k]) is not False:
+                    got[0].append(taken[k])  # type: ignore[arg-type]
+                    got[1].append(v)

@@ -3,7 +3,9 @@
 Opening reads only the indexes (and scans what they lack), so a day of recording opens and seeks in
 milliseconds; frames are decompressed when asked for, and the last few are kept decoded (stepping
 through a replay reads the same frame ten times). A frame that is torn or corrupt is skipped and
-counted in ``skipped``; the rest of the recording reads as usual.
+counted in ``skipped``; the rest of the recording reads as usual. A document frame's rows frame
+(the history rows of its documents, written right after it) is read by ``frame_rows``; a recording
+without them (written before they existed, or a cut of document lines) reads the documents instead.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from console.recording import frames
 from console.recording.frames import FrameInfo
+from console.recording.history_rows import RowsFrame
 from console.recording.payloads import PayloadError, read_doc_lines, read_docs, read_raw
 from console.recording.segments import DATA_SUFFIX, Segment
 from console.recording.writer import RecordingError, segment_name
@@ -30,6 +33,7 @@ _CACHE_FRAMES = 8
 class FrameRef:
     segment: Segment
     info: FrameInfo
+    rows: FrameInfo | None = None  # a document frame's rows frame, when it has one
 
 
 class Recording:
@@ -41,11 +45,16 @@ class Recording:
         docs: list[FrameRef] = []
         raw: list[FrameRef] = []
         for seg in segments:
+            prev: FrameInfo | None = None
             for info in seg.frames:
                 if info.kind == frames.KIND_DOCS:
                     docs.append(FrameRef(seg, info))
                 elif info.kind == frames.KIND_RAW:
                     raw.append(FrameRef(seg, info))
+                elif info.kind == frames.KIND_ROWS and prev is not None and prev.kind == frames.KIND_DOCS \
+                        and (prev.t_first, prev.t_last, prev.count) == (info.t_first, info.t_last, info.count):
+                    docs[-1] = FrameRef(seg, prev, info)  # the rows of the frame just before
+                prev = info
         # Stable: frames of one time keep their file order.
         self.doc_frames = sorted(docs, key=lambda r: r.info.t_first)
         self.raw_frames = sorted(raw, key=lambda r: r.info.t_first)
@@ -115,6 +124,22 @@ class Recording:
         if len(self._decoded) > _CACHE_FRAMES:
             self._decoded.popitem(last=False)
         return docs
+
+    def frame_rows(self, i: int) -> RowsFrame | None:
+        """The history rows of document frame ``i`` from its rows frame; None when it has none or it
+        cannot be read back (then they are the documents' own, ``history_rows.doc_rows``)."""
+        ref = self.doc_frames[i]
+        if ref.rows is None:
+            return None
+        payload = ref.segment.payload(ref.rows)
+        try:
+            if payload is None:
+                raise ValueError("unreadable")
+            rows = RowsFrame.decode(payload)
+        except ValueError:
+            self.skipped += 1
+            return None
+        return rows if len(rows.times) == ref.info.count else None
 
     def frame_index(self, t: float) -> int:
         """The document frame holding time ``t`` (or the last one that starts before it); -1 before all."""

@@ -3,7 +3,9 @@
 The console runs on it unchanged: each recorded document becomes the ``FleetSnapshot`` it was made
 from (``status_parse``), published to subscribers in the replay's own thread, and the history the
 charts read is what the live hub would have held (the same ``record`` over the same snapshots):
-rebuilt for ``history_points`` snapshots before the position on a seek or a step back, extended as it plays.
+rebuilt for ``history_points`` snapshots before the position on a seek or a step back (from the
+rows frames beside the documents, or the documents themselves where a recording has none), extended
+as it plays.
 Timeline commands (play/pause, step, seek, skip, speed) may come from any thread; they are carried
 out in the replay's thread, so a seek that decodes a minute of frames never blocks the UI. Playback
 waits the recorded interval divided by the speed (at most ``MAX_WAIT_S``: a gap in the recording is
@@ -25,7 +27,7 @@ from typing import Any
 
 from console.listeners import add_listener
 from console.model import FleetSnapshot
-from console.recording.history_rows import Row, doc_rows
+from console.recording.history_rows import Points, Row, rows_of
 from console.recording.reader import Recording
 from console.recording.writer import RecordingError
 from console.status_parse import DocumentError, snapshot_from_doc
@@ -61,7 +63,7 @@ class ReplaySource:
         self._speed = 1.0
         self.bad_documents = 0
         self._interval = _typical_interval(recording)
-        self._row_cache: OrderedDict[int, list[list[Row]]] = OrderedDict()
+        self._row_cache: OrderedDict[int, tuple[list[float], list[list[Row]]]] = OrderedDict()
         self._history_due = False  # after a jump: the charts' full window is still to be built
         pos, snap = self._seek(span[0] if start is None else start)
         self._pos = pos
@@ -170,18 +172,19 @@ class ReplaySource:
             self.bad_documents += 1
             return None
 
-    def _rows(self, i: int) -> list[list[Row]]:
-        """The history rows of each document of frame ``i`` (kept for the last ``_ROW_FRAMES``)."""
+    def _rows(self, i: int) -> tuple[list[float], list[list[Row]]]:
+        """The recorded times and history rows of each document of frame ``i`` (kept for the last
+        ``_ROW_FRAMES``): from its rows frame, else from its documents."""
         got = self._row_cache.get(i)
         if got is not None:
             self._row_cache.move_to_end(i)
             return got
-        out = []
-        for _t, doc in self.recording.frame_docs(i):
-            try:
-                out.append(doc_rows(doc))
-            except (KeyError, TypeError, ValueError):
-                out.append([])  # not a document of ours: no history from it
+        rf = self.recording.frame_rows(i)
+        if rf is not None:
+            out = rf.times, [rf.doc(k) for k in range(len(rf.times))]
+        else:
+            docs = self.recording.frame_docs(i)
+            out = [t for t, _doc in docs], [rows_of(doc) for _t, doc in docs]
         self._row_cache[i] = out
         if len(self._row_cache) > _ROW_FRAMES:
             self._row_cache.popitem(last=False)
@@ -204,21 +207,31 @@ class ReplaySource:
         at = rec.doc(pos)[0]
         lo = at - (self.history_points if points is None else points) * self._interval
         history = History(capacity=self._capacity)
-        series: dict[tuple[str, str], list[tuple[float, float | None]]] = {}
-        with _no_gc():  # hundreds of documents become garbage at once: one collection, at the end
+        series: Points = {}
+        from_docs = False
+        with _no_gc():  # thousands of small objects at once: one collection, at the end
             for i in range(max(0, rec.frame_index(lo)), pos[0] + 1):
-                docs = rec.frame_docs(i)
-                for k, rows in enumerate(self._rows(i)):
-                    if i == pos[0] and k > pos[1]:
-                        break
-                    if docs[k][0] >= lo:
+                end = pos[1] + 1 if i == pos[0] else None
+                rf = None if i in self._row_cache else rec.frame_rows(i)
+                if rf is not None:  # the frame's rows frame: a few KB of numbers, no document decoded
+                    rf.add_to(series, lo, end)
+                    continue
+                times, frame_rows = self._rows(i)
+                from_docs = True
+                for k, rows in enumerate(frame_rows[:end]):
+                    if times[k] >= lo:
                         for key, rt, v in rows:
-                            pts = series.get(key)
-                            if pts is None:
-                                pts = series[key] = []
-                            pts.append((rt, v))
-        for key, pts in series.items():
-            history.extend(key, pts)
+                            got = series.get(key)
+                            if got is None:
+                                got = series[key] = ([], [])
+                            got[0].append(rt)
+                            got[1].append(v)
+        for key, (ts, vs) in series.items():
+            history.extend(key, ts, vs)
+        if from_docs:
+            # Documents decoded, rows kept for stepping: their young objects are walked now, in the
+            # rebuild's own time, not by whatever allocates next (the next seek's snapshot).
+            gc.collect(1)
         return history
 
     def _seek(self, t: float) -> tuple[Pos, FleetSnapshot]:
@@ -256,7 +269,7 @@ class ReplaySource:
             if nxt is None:
                 break
             pos = nxt
-            for key, rt, v in self._rows(pos[0])[pos[1]]:
+            for key, rt, v in self._rows(pos[0])[1][pos[1]]:
                 self.history.append(key, rt, v)
         if pos == self._pos:
             return False

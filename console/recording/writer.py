@@ -1,7 +1,8 @@
 """``RecordingWriter``: status documents and raw payloads into rotating, size- and age-bounded segments.
 
 Documents are kept in memory until they span ``frame_s`` seconds (8 s: with a 1 s refresh a frame
-then holds 9 documents), then written as one frame, so ``kill -9`` loses at most the documents of
+then holds 9 documents), then written as one frame, followed by a rows frame with the history rows of the same documents
+(``history_rows``: what a seek reads instead of the documents), so ``kill -9`` loses at most the documents of
 the frame in progress (under 10 s). A raw payload is a frame of its own, written at once (the
 caller adds them at a low rate). A segment ends at the next multiple of ``segment_s`` (an hour)
 or when it holds an eighth of ``max_bytes``; retention then removes whole old segments, by age
@@ -26,6 +27,7 @@ import orjson
 
 from console.paths import private_dir
 from console.recording import frames
+from console.recording.history_rows import Row, rows_of, rows_payload
 from console.recording.payloads import docs_payload, raw_payload
 from console.recording.segments import DATA_SUFFIX, SegmentWriter, index_path
 from console.secrets import Scrubber
@@ -86,6 +88,7 @@ class RecordingWriter:
         self._seg_end = -math.inf
         self._times: list[float] = []
         self._lines: list[bytes] = []
+        self._rows: list[list[Row]] = []
         self._retained_at = -math.inf
         self._pending_dict = False
         self.frames_written = 0
@@ -105,10 +108,11 @@ class RecordingWriter:
 
     def add(self, doc: Mapping[str, Any], *, at: float) -> None:
         """One status document (``status_doc(snapshot)``) recorded at ``at`` (unix seconds)."""
-        line = self._encode(doc)
+        line, written = self._encode(doc)
         self._segment_for(at)
         self._times.append(at)
         self._lines.append(line)
+        self._rows.append(rows_of(written))
         if at - self._times[0] >= self.frame_s:
             self.flush()
         self._retain(at)
@@ -127,16 +131,17 @@ class RecordingWriter:
         """Write the documents kept in memory as one frame."""
         if not self._times or self._seg is None:
             return
-        times, lines = self._times, self._lines
-        self._times, self._lines = [], []
+        times, lines, rows = self._times, self._lines, self._rows
+        self._times, self._lines, self._rows = [], [], []
         if self._pending_dict:
             # The segment's first document is its dictionary: every later one shares its keys.
             before = self._seg.size
             self._seg.set_dict(lines[0], times[0])
             self._pending_dict = False
             self.bytes_written += self._seg.size - before
-        self._count(self._seg, frames.KIND_DOCS, docs_payload(times, lines), min(times), max(times), len(times),
-                    use_dict=True)
+        t0, t1, n = min(times), max(times), len(times)
+        self._count(self._seg, frames.KIND_DOCS, docs_payload(times, lines), t0, t1, n, use_dict=True)
+        self._count(self._seg, frames.KIND_ROWS, rows_payload(times, rows), t0, t1, n, use_dict=True)
 
     def close(self) -> None:
         """Flush, close the segment and release the folder."""
@@ -158,8 +163,9 @@ class RecordingWriter:
 
     # -- inside ------------------------------------------------------------------------------
 
-    def _encode(self, doc: Mapping[str, Any]) -> bytes:
-        """The document as one JSON line, secrets masked (a non-finite number is null, as in status --json)."""
+    def _encode(self, doc: Mapping[str, Any]) -> tuple[bytes, Mapping[str, Any]]:
+        """The document as one JSON line, secrets masked (a non-finite number is null, as in status --json),
+        and the document that line is (``doc``, or its masked copy)."""
         line = orjson.dumps(doc)
         # The rule is checked on the document's string values, one a line (no secret shape crosses a
         # line end; on the JSON text a URL's "://host:port" and the next engine's "name@" look like a
@@ -168,11 +174,12 @@ class RecordingWriter:
         if fresh:
             strings = "\n".join(fresh)
             if self._scrub(strings) != strings:  # a secret: mask string by string, so the JSON stays whole
-                return orjson.dumps(_masked(self._scrub, doc))
+                masked = _masked(self._scrub, doc)
+                return orjson.dumps(masked), masked
             if len(self._clean) > 20_000:
                 self._clean.clear()
             self._clean |= fresh
-        return line
+        return line, doc
 
     def _count(self, seg: SegmentWriter, kind: int, payload: bytes, t0: float, t1: float, n: int,
                *, use_dict: bool = False) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
+from typing import cast
 
 NAN = math.nan
 
@@ -34,6 +35,24 @@ class Ring:
             self._n += 1
         else:
             self._start = (self._start + 1) % self.capacity
+
+    def extend(self, times: Sequence[float], values: Sequence[float | None]) -> None:
+        """``append`` of each (time, value); into an empty ring, as two slice copies."""
+        n = len(times)
+        if self._n or not n or n > self.capacity:
+            for t, v in zip(times, values, strict=True):
+                self.append(t, v)
+            return
+        vs: array[float]
+        try:
+            vs = array("d", cast("Sequence[float]", values))
+        except TypeError:  # a None among them: a gap
+            vs = array("d", [NAN if v is None else v for v in values])
+        if len(vs) != n:
+            raise ValueError("as many values as times")
+        self._t[:n] = array("d", times)
+        self._v[:n] = vs
+        self._n = n
 
     def __len__(self) -> int:
         return self._n
@@ -83,16 +102,16 @@ class History:
                 ring = self._rings[key] = Ring(self.capacity)
             ring.append(t, value)
 
-    def extend(self, key: Hashable, points: list[tuple[float, float | None]]) -> None:
-        """``append`` of many points under one lock (a replay rebuilding its charts)."""
+    def extend(self, key: Hashable, times: Sequence[float], values: Sequence[float | None]) -> None:
+        """``append`` of many points (``times[i]``, ``values[i]``) under one lock (a replay rebuilding
+        its charts)."""
         with self._lock:
             ring = self._rings.get(key)
             if ring is None:
                 if len(self._rings) >= self.max_series:
                     return
                 ring = self._rings[key] = Ring(self.capacity)
-            for t, v in points:
-                ring.append(t, v)
+            ring.extend(times, values)
 
     def values(self, key: Hashable, last: int | None = None) -> list[float]:
         with self._lock:
