@@ -42,7 +42,10 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def ours(client: Any, name: str) -> list[Any]:
-    return list(client.containers.list(all=True, filters={"label": [f"{LABEL_INSTANCE}={name}"]}))
+    # sparse: the list alone, no inspect of each container. A full list inspects every one it got,
+    # and one that a manager removes between the two answers 404 (a CI run failed so, on a loaded
+    # machine, while the other manager removed the old container of a restart). reload() for attrs.
+    return list(client.containers.list(all=True, sparse=True, filters={"label": [f"{LABEL_INSTANCE}={name}"]}))
 
 
 def _gone_within(client: Any, name: str, seconds: float) -> bool:
