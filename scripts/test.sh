@@ -39,6 +39,22 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 skipped=()
+# provision LABEL SCRIPT SKIPVAR: eval what scripts/provision/SCRIPT.sh prints, or note LABEL as
+# skipped when SKIPVAR is set. A provisioning failure stops everything here.
+provision() {
+  local label=$1 script=$2 var=$3 out
+  if is_set "$var"; then
+    skipped+=("$label ($var=${!var})")
+    return
+  fi
+  stage_start "provision $script"
+  if ! out=$("scripts/provision/$script.sh"); then
+    echo "test.sh: provisioning '$script' failed (see the messages above)" >&2
+    exit 1
+  fi
+  eval "$out"
+  stage_end "provision $script"
+}
 if is_set ENGINEDECK_SKIP_LLAMACPP; then
   skipped+=("llamacpp (ENGINEDECK_SKIP_LLAMACPP=$ENGINEDECK_SKIP_LLAMACPP)")
 elif [ -x "${ENGINEDECK_LLAMA_SERVER:-}" ] && [ -f "${ENGINEDECK_TINY_GGUF:-}" ]; then
@@ -49,17 +65,7 @@ else
   setsid scripts/provision/llamacpp.sh >"$tmp/llamacpp.env" &
   llama_pid=$!
 fi
-if is_set ENGINEDECK_SKIP_DOCKER; then
-  skipped+=("docker (ENGINEDECK_SKIP_DOCKER=$ENGINEDECK_SKIP_DOCKER)")
-else
-  stage_start "provision docker"
-  if ! out=$(scripts/provision/docker.sh); then
-    echo "test.sh: provisioning 'docker' failed (see the messages above)" >&2
-    exit 1
-  fi
-  eval "$out"
-  stage_end "provision docker"
-fi
+provision docker docker ENGINEDECK_SKIP_DOCKER
 if [ -n "$llama_pid" ]; then
   status=0
   wait "$llama_pid" || status=$?
@@ -71,28 +77,8 @@ if [ -n "$llama_pid" ]; then
   eval "$(cat "$tmp/llamacpp.env")"
   STAGE_T0=$llama_t0 stage_end "provision llamacpp (background, wall time)"
 fi
-if is_set ENGINEDECK_SKIP_PROMTOOL; then
-  skipped+=("promtool (ENGINEDECK_SKIP_PROMTOOL=$ENGINEDECK_SKIP_PROMTOOL)")
-else
-  stage_start "provision promtool"
-  if ! out=$(scripts/provision/promtool.sh); then
-    echo "test.sh: provisioning 'promtool' failed (see the messages above)" >&2
-    exit 1
-  fi
-  eval "$out"
-  stage_end "provision promtool"
-fi
-if is_set ENGINEDECK_SKIP_SSH; then
-  skipped+=("ssh (ENGINEDECK_SKIP_SSH=$ENGINEDECK_SKIP_SSH)")
-else
-  stage_start "provision sshd"
-  if ! out=$(scripts/provision/sshd.sh); then
-    echo "test.sh: provisioning 'sshd' failed (see the messages above)" >&2
-    exit 1
-  fi
-  eval "$out"
-  stage_end "provision sshd"
-fi
+provision promtool promtool ENGINEDECK_SKIP_PROMTOOL
+provision ssh sshd ENGINEDECK_SKIP_SSH
 for s in ${skipped[@]+"${skipped[@]}"}; do
   echo "test.sh: SKIPPED service $s - its tests will be reported as skipped" >&2
 done
