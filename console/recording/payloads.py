@@ -1,8 +1,9 @@
 """What a frame's payload holds, before compression.
 
 Documents: a JSON line with the recorded times, then one status document a line (JSONL, so a
-decompressed payload is readable with ``jq``). A raw metrics payload: a JSON line
-``[time, engine]``, then the payload's bytes as the engine sent them (secrets masked).
+decompressed payload is readable with ``jq``); the writer stores them in column form (``columns``).
+A raw metrics payload: a JSON line ``[time, engine]``, then the payload's bytes as the engine sent
+them (secrets masked).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
+
+from console.recording import columns
 
 
 class PayloadError(ValueError):
@@ -22,7 +25,13 @@ def docs_payload(times: Sequence[float], lines: Sequence[bytes]) -> bytes:
 
 
 def read_doc_lines(payload: bytes) -> list[tuple[float, bytes]]:
-    """(time, the document's JSON text) for each document, without parsing the documents."""
+    """(time, the document's JSON text) for each document, without parsing the documents; of either
+    form (the plain one above, or ``columns``: its header is a JSON object)."""
+    if payload[:1] == b"{":
+        try:
+            return columns.decode(payload)
+        except columns.ColumnsError as exc:
+            raise PayloadError(str(exc)) from None
     parts = payload.split(b"\n")
     try:
         times = orjson.loads(parts[0])
@@ -30,20 +39,19 @@ def read_doc_lines(payload: bytes) -> list[tuple[float, bytes]]:
         raise PayloadError(f"not JSON: {exc}") from None
     if not isinstance(times, list) or len(parts) < len(times) + 1:
         raise PayloadError("fewer documents than times")
-    return [(float(t), line) for t, line in zip(times, parts[1:], strict=False)]
+    try:
+        return [(float(t), line) for t, line in zip(times, parts[1:], strict=False)]
+    except (TypeError, ValueError) as exc:  # a times line of other things than numbers
+        raise PayloadError(f"bad times: {exc}") from None
 
 
 def read_docs(payload: bytes) -> Iterator[tuple[float, dict[str, Any]]]:
-    parts = payload.split(b"\n")
     try:
-        times = orjson.loads(parts[0])
-        if len(parts) < len(times) + 1:
-            raise PayloadError("fewer documents than times")
-        for t, line in zip(times, parts[1:], strict=False):
+        for t, line in read_doc_lines(payload):
             doc = orjson.loads(line)
             if not isinstance(doc, dict):
                 raise PayloadError("a document that is not an object")
-            yield float(t), doc
+            yield t, doc
     except orjson.JSONDecodeError as exc:
         raise PayloadError(f"not JSON: {exc}") from None
 
