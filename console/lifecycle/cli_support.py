@@ -4,9 +4,11 @@ is the one path of `up` and `restart`."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Literal, TextIO
 
 from console.config import Config, EngineInstance, load_config
@@ -39,6 +41,32 @@ def load_for_change(args: argparse.Namespace, action: str) -> tuple[Config, Engi
         raise UserError(f"{action}: which engine? (NAME is required)")
     refuse_if_read_only(args, cfg, action, inst.name)
     return cfg, inst
+
+
+@contextlib.contextmanager
+def manager_for_change(args: argparse.Namespace, action: str) -> Iterator[tuple[LifecycleManager, EngineInstance, str]]:
+    """NAME's manager, instance and shown name for `up`/`down`/`restart`: this machine's, or with
+    ``--host HOST`` (or NAME written ``HOST/NAME``) that host's Docker engine, reached through its
+    forwarded Docker socket (``console.lifecycle.remote_docker``). Read-only mode here or in the
+    host's own configuration refuses the attempt (audited)."""
+    host, name = getattr(args, "host", None), str(args.name)
+    if host is None and "/" in name:
+        host, _, name = name.partition("/")
+    if not host:
+        cfg, inst = load_for_change(args, action)
+        manager = LifecycleManager(cfg)
+        try:
+            yield manager, inst, inst.name
+        finally:
+            manager.close()
+        return
+    from console.lifecycle.remote_docker import open_remote
+
+    local = load_config(getattr(args, "config", None))
+    refuse_if_read_only(args, local, action, f"{host}/{name}")
+    with open_remote(local, host, name) as manager:
+        refuse_if_read_only(args, manager.config, action, f"{host}/{name}")
+        yield manager, manager.config.instance(name), f"{host}/{name}"
 
 
 def refuse_if_read_only(args: argparse.Namespace, cfg: Config, action: str, name: str) -> None:
