@@ -112,5 +112,11 @@ def check_command(command: str, *, where: str = "command") -> str:
     return command
 
 
+def split_engine_name(engine: str) -> tuple[str, str] | None:
+    """A remote engine's ``HOST/NAME`` -> (HOST, NAME); None for a local engine's name."""
+    host, sep, name = engine.partition("/")
+    return (host, name) if sep and host and name else None
+
+
 def host_name_ok(name: str) -> bool:
     return bool(_HOST_NAME.match(name))

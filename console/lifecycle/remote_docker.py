@@ -95,12 +95,6 @@ def remote_manager(config: Config, target: HostTarget, tunnels: Tunnels) -> Life
     return LifecycleManager(own, audit=HostAuditLog(target.name), backends={Backend.DOCKER: docker})
 
 
-def split_name(engine: str) -> tuple[str, str] | None:
-    """``HOST/NAME`` -> (HOST, NAME); None for a local engine's name."""
-    host, sep, name = engine.partition("/")
-    return (host, name) if sep and host and name else None
-
-
 def host_target(local: Config, host: str) -> HostTarget:
     """The ``[hosts.HOST]`` of this machine's configuration; a one-line error naming the known ones."""
     for target in local.hosts:

@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
+from urllib.parse import urlsplit, urlunsplit
 
 from console.errors import UserError
 from console.hosts import HostTarget
@@ -65,6 +66,18 @@ def port_open(port: int, timeout: float = 1.0) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=timeout):
         return True
     return False
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]")
+
+
+def forwarded_url(url: str, local_port: Callable[[int], int]) -> str:
+    """``url`` with a loopback host (as the remote host sees it) replaced by ``127.0.0.1:local_port(PORT)``."""
+    parts = urlsplit(url)
+    if parts.hostname not in LOOPBACK or parts.hostname is None:
+        return url
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return urlunsplit(parts._replace(netloc=f"127.0.0.1:{local_port(port)}"))
 
 
 @dataclass

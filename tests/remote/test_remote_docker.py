@@ -154,6 +154,41 @@ def test_up_and_down_with_host_on_the_command_line(ssh_lab: SshLab, docker_clien
 
 
 @pytest.mark.ssh
+@pytest.mark.docker
+def test_the_console_s_control_starts_and_stops_host_slash_name(
+        ssh_lab: SshLab, docker_client: Any, sim_image: str, tmp_path: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the console's U/X keys call after their confirmation (console/ui/engine_control.py)."""
+    from console.ui.control_remote import HostsControl
+
+    name = f"rui-{SUFFIX}"
+    target = host_with_engine(ssh_lab, tmp_path / "gpu1", sim_image, name, free_port("127.0.0.1"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker-here.sock")
+    monkeypatch.setenv("ENGINEDECK_STATE_DIR", str(tmp_path / "state"))
+    control = HostsControl(None, [target], Tunnels())
+    try:
+        assert control.can_control(f"gpu1/{name}") and not control.can_control(name)
+        assert not control.can_control("other/x")
+        control.start(f"gpu1/{name}")  # returns once ready
+        view = control.phase_of(f"gpu1/{name}")
+        assert view is not None and view.phase is Phase.READY, view
+        assert len(ours(docker_client, name)) == 1
+        assert not control.can_control("gpu1/watched")  # known now: monitor-only there
+        with pytest.raises(UserError, match="monitor-only there"):
+            control.start("gpu1/watched")
+        assert "docker run" in (control.launch_command(f"gpu1/{name}") or "")
+        control.stop(f"gpu1/{name}")
+        view = control.phase_of(f"gpu1/{name}")
+        assert view is not None and view.phase is Phase.EXITED, view
+        assert control.log_tail(f"gpu1/{name}", 5)
+    finally:
+        control.close()
+        for c in ours(docker_client, name):
+            c.remove(force=True, v=True)
+    assert ssh_children() == []
+
+
+@pytest.mark.ssh
 def test_a_socket_that_never_answers_is_one_line_within_the_deadline(ssh_lab: SshLab, tmp_path: Path) -> None:
     target = host_with_engine(ssh_lab, tmp_path / "gpu1", "unused:dev", "e", 1)
     tunnels = Tunnels(deadline=5)
