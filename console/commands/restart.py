@@ -31,4 +31,4 @@ def run(args: argparse.Namespace) -> int:
         if not confirmed(args, "restart", shown, prompt):
             print("not restarted", file=sys.stderr)
             return 1
-        return bring_up(manager, inst, "restart", wait=args.wait, timeout=args.timeout)
+        return bring_up(manager, inst, "restart", wait=args.wait, timeout=args.timeout, shown=shown)

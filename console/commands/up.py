@@ -24,5 +24,5 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.lifecycle.cli_support import bring_up, manager_for_change
 
-    with manager_for_change(args, "up") as (manager, inst, _shown):
-        return bring_up(manager, inst, "start", wait=args.wait, timeout=args.timeout)
+    with manager_for_change(args, "up") as (manager, inst, shown):
+        return bring_up(manager, inst, "start", wait=args.wait, timeout=args.timeout, shown=shown)

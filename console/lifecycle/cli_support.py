@@ -145,10 +145,11 @@ class PhaseReporter:
 
 
 def bring_up(manager: LifecycleManager, inst: EngineInstance, action: Literal["start", "restart"], *, wait: bool,
-             timeout: float | None) -> int:
+             timeout: float | None, shown: str | None = None) -> int:
     """The path `up` and `restart` share once the action is allowed: start (or restart) the engine,
     wait until it is ready (``wait``; always for a process engine, which ends with this enginedeck)
-    and, for a process engine, stay in the foreground until Ctrl-C or until it ends.
+    and, for a process engine, stay in the foreground until Ctrl-C or until it ends. ``shown``: a
+    remote engine's ``HOST/NAME`` (its address is then said as the host's, not the forwarded one).
 
     Exit codes: 0 ready (or started without waiting); raises LifecycleError (one line, its exit
     code: 1 user error, 2 the engine failed, 3 timed out waiting)."""
@@ -172,11 +173,14 @@ def bring_up(manager: LifecycleManager, inst: EngineInstance, action: Literal["s
                     manager.stop(name).result()
                     still = "stopped it (process engines end with enginedeck)"
                 else:
-                    still = f"it keeps running; `enginedeck down {name}` stops it"
+                    still = f"it keeps running; `enginedeck down {shown or name}` stops it"
                 raise LifecycleTimeout(f"{exc.message}; {still}") from None
             if st.phase is not Phase.READY:
                 raise fail_from_state(st, action)
-            print(f"{name} ready at {inst.url} ({time.monotonic() - t0:.1f} s)")
+            at = inst.url
+            if shown and shown != name:
+                at = f"127.0.0.1:{inst.config.port or inst.profile.container.port} on {shown.partition('/')[0]}"
+            print(f"{shown or name} ready at {at} ({time.monotonic() - t0:.1f} s)")
             if st.config_changed:
                 print(f"note: {name} was already running with an older configuration; "
                       f"`enginedeck restart {name}` applies the current one", file=sys.stderr)  # fmt: skip

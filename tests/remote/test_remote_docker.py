@@ -55,6 +55,13 @@ def host_with_engine(lab: SshLab, folder: Path, image: str, name: str, port: int
                       ssh_options=("-F", str(lab.client_config)))
 
 
+def host_port(folder: Path) -> int:
+    """The engine's port on the host, from the host's configuration."""
+    import tomllib
+
+    return int(next(iter(tomllib.loads((folder / "config.toml").read_text())["engines"].values()))["port"])
+
+
 def ssh_children() -> list[int]:
     """This test process's ssh children still running."""
     out = []
@@ -137,6 +144,8 @@ def test_up_and_down_with_host_on_the_command_line(ssh_lab: SshLab, docker_clien
     try:
         up = cli("up", name, "--host", "gpu1", "--timeout", "60")
         assert up.returncode == 0, up.stderr
+        port = host_port(tmp_path / "gpu1")
+        assert up.stdout.startswith(f"gpu1/{name} ready at 127.0.0.1:{port} on gpu1 ("), up.stdout  # not the forward
         assert len(ours(docker_client, name)) == 1
         down = cli("down", f"gpu1/{name}", "--yes")
         assert down.returncode == 0, down.stderr
