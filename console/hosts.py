@@ -57,6 +57,18 @@ class HostTarget:
             argv += ["-p", str(self.port)]
         return [*argv, self.destination, "--", remote]
 
+    def forward_argv(self, forwards: list[str], *, ssh: str = "ssh") -> list[str]:
+        """``ssh -N`` holding the ``-L`` ``forwards`` (``LOCAL:REMOTE`` specs) open: batch mode, keep-alives,
+        exit when a forward cannot be bound, a stale local socket file replaced; no remote command."""
+        argv = [ssh, "-N", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
+                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2", "-o", "ConnectTimeout=10",
+                *self.ssh_options]
+        for spec in forwards:
+            argv += ["-L", spec]
+        if self.port:
+            argv += ["-p", str(self.port)]
+        return [*argv, self.destination]
+
 
 def parse_destination(text: str, *, where: str = "ssh") -> tuple[str, int | None]:
     """``[user@]host[:port]`` -> (``[user@]host``, port). Rejects what ssh would read as an option."""
@@ -98,6 +110,12 @@ def check_command(command: str, *, where: str = "command") -> str:
         raise UserError(f"{where} {command!r}: give the enginedeck command line, e.g. \"enginedeck\" or "
                         "\"uvx enginedeck\"")
     return command
+
+
+def split_engine_name(engine: str) -> tuple[str, str] | None:
+    """A remote engine's ``HOST/NAME`` -> (HOST, NAME); None for a local engine's name."""
+    host, sep, name = engine.partition("/")
+    return (host, name) if sep and host and name else None
 
 
 def host_name_ok(name: str) -> bool:

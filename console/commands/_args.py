@@ -29,6 +29,13 @@ def add_change_command(sub: Any, name: str, summary: str) -> argparse.ArgumentPa
     return p
 
 
+def add_host(p: argparse.ArgumentParser) -> None:
+    """--host for the commands that start or stop an engine (up, down, restart) on a remote host."""
+    p.add_argument("--host", metavar="HOST",
+                   help="act on HOST's Docker engine NAME ([hosts.HOST] of the configuration) through its "
+                        "forwarded Docker socket; NAME may also be written HOST/NAME")
+
+
 def add_yes(p: argparse.ArgumentParser) -> None:
     """--yes for the commands that ask before they act (down, restart, adopt)."""
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")

@@ -12,30 +12,29 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_change_command, add_yes
+    from console.commands._args import add_change_command, add_host, add_yes
 
     p = add_change_command(sub, "down", "stop a managed engine and remove its container")
     add_yes(p)
     p.add_argument("--timeout", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: config)")
+    add_host(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.lifecycle.cli_support import PhaseReporter, confirmed, load_for_change
-    from console.lifecycle.manager import LifecycleManager
+    from console.lifecycle.cli_support import PhaseReporter, confirmed, manager_for_change
 
-    cfg, inst = load_for_change(args, "down")
-    if not confirmed(args, "down", inst.name, f"Stop {inst.name} ({inst.config.managed}, {inst.url})?"):
-        print("not stopped", file=sys.stderr)
-        return 1
-    manager = LifecycleManager(cfg)
-    reporter = PhaseReporter(manager, inst.name)
-    try:
-        st = manager.stop(inst.name, timeout=args.timeout).result()
-        if inst.config.managed == "docker":
-            manager.remove(inst.name).result()
-        print(f"{inst.name}: {st.detail or 'not running'}")
-        return 0
-    finally:
-        reporter.close()
-        manager.close()
+    with manager_for_change(args, "down") as (manager, inst, shown):
+        where = f"{inst.config.managed}, {inst.url}" if shown == inst.name else f"{inst.config.managed} on {shown}"
+        if not confirmed(args, "down", shown, f"Stop {shown} ({where})?"):
+            print("not stopped", file=sys.stderr)
+            return 1
+        reporter = PhaseReporter(manager, inst.name)
+        try:
+            st = manager.stop(inst.name, timeout=args.timeout).result()
+            if inst.config.managed == "docker":
+                manager.remove(inst.name).result()
+            print(f"{shown}: {st.detail or 'not running'}")
+            return 0
+        finally:
+            reporter.close()

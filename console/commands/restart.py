@@ -13,25 +13,22 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_change_command, add_wait, add_yes
+    from console.commands._args import add_change_command, add_host, add_wait, add_yes
 
     p = add_change_command(sub, "restart", "restart a managed engine")
     add_yes(p)
     add_wait(p)
+    add_host(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.lifecycle.cli_support import bring_up, confirmed, load_for_change
-    from console.lifecycle.manager import LifecycleManager
+    from console.lifecycle.cli_support import bring_up, confirmed, manager_for_change
 
-    cfg, inst = load_for_change(args, "restart")
-    prompt = f"Restart {inst.name} ({inst.config.managed}, {inst.url})? It stops serving until ready again."
-    if not confirmed(args, "restart", inst.name, prompt):
-        print("not restarted", file=sys.stderr)
-        return 1
-    manager = LifecycleManager(cfg)
-    try:
-        return bring_up(manager, inst, "restart", wait=args.wait, timeout=args.timeout)
-    finally:
-        manager.close()
+    with manager_for_change(args, "restart") as (manager, inst, shown):
+        where = f"{inst.config.managed}, {inst.url}" if shown == inst.name else f"{inst.config.managed} on {shown}"
+        prompt = f"Restart {shown} ({where})? It stops serving until ready again."
+        if not confirmed(args, "restart", shown, prompt):
+            print("not restarted", file=sys.stderr)
+            return 1
+        return bring_up(manager, inst, "restart", wait=args.wait, timeout=args.timeout, shown=shown)

@@ -13,20 +13,16 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_change_command, add_wait
+    from console.commands._args import add_change_command, add_host, add_wait
 
     p = add_change_command(sub, "up", "start a configured engine and wait until it is ready")
     add_wait(p)
+    add_host(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.lifecycle.cli_support import bring_up, load_for_change
-    from console.lifecycle.manager import LifecycleManager
+    from console.lifecycle.cli_support import bring_up, manager_for_change
 
-    cfg, inst = load_for_change(args, "up")
-    manager = LifecycleManager(cfg)
-    try:
-        return bring_up(manager, inst, "start", wait=args.wait, timeout=args.timeout)
-    finally:
-        manager.close()
+    with manager_for_change(args, "up") as (manager, inst, shown):
+        return bring_up(manager, inst, "start", wait=args.wait, timeout=args.timeout, shown=shown)

@@ -7,10 +7,11 @@ Entry point: ``LifecycleManager`` (``manager``: the actions, each a Future, audi
 SIGKILL, GPU release), ``inventory`` (`ps`: what runs on the host, quick probes), ``adoption``
 (containers handed to enginedeck), ``slot`` (one instance's state and locks), ``phases`` (the pure
 phase machine), ``state``, ``logs`` (bounded log buffer), ``audit``, ``launch`` (templating of the
-launch), ``terminal_loss``, ``cli_support`` (the headless commands' shared path).
+launch), ``terminal_loss``, ``cli_support`` (the headless commands' shared path),
+``remote_docker`` (a remote host's Docker engines, through its forwarded socket).
 
-May import: the core (config, profiles, model, secrets, paths) and ``console.telemetry.nvml``
-(GPU release); never Textual or ``console.ui``.
+May import: the core (config, profiles, model, secrets, paths), ``console.telemetry.nvml``
+(GPU release) and ``console.remote.tunnel`` (the ssh forwards); never Textual or ``console.ui``.
 """
 
 from console.lifecycle.audit import AuditEntry, AuditLog

@@ -4,9 +4,11 @@ is the one path of `up` and `restart`."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Literal, TextIO
 
 from console.config import Config, EngineInstance, load_config
@@ -39,6 +41,32 @@ def load_for_change(args: argparse.Namespace, action: str) -> tuple[Config, Engi
         raise UserError(f"{action}: which engine? (NAME is required)")
     refuse_if_read_only(args, cfg, action, inst.name)
     return cfg, inst
+
+
+@contextlib.contextmanager
+def manager_for_change(args: argparse.Namespace, action: str) -> Iterator[tuple[LifecycleManager, EngineInstance, str]]:
+    """NAME's manager, instance and shown name for `up`/`down`/`restart`: this machine's, or with
+    ``--host HOST`` (or NAME written ``HOST/NAME``) that host's Docker engine, reached through its
+    forwarded Docker socket (``console.lifecycle.remote_docker``). Read-only mode here or in the
+    host's own configuration refuses the attempt (audited)."""
+    host, name = getattr(args, "host", None), str(args.name)
+    if host is None and "/" in name:
+        host, _, name = name.partition("/")
+    if not host:
+        cfg, inst = load_for_change(args, action)
+        manager = LifecycleManager(cfg)
+        try:
+            yield manager, inst, inst.name
+        finally:
+            manager.close()
+        return
+    from console.lifecycle.remote_docker import open_remote
+
+    local = load_config(getattr(args, "config", None))
+    refuse_if_read_only(args, local, action, f"{host}/{name}")
+    with open_remote(local, host, name) as manager:
+        refuse_if_read_only(args, manager.config, action, f"{host}/{name}")
+        yield manager, manager.config.instance(name), f"{host}/{name}"
 
 
 def refuse_if_read_only(args: argparse.Namespace, cfg: Config, action: str, name: str) -> None:
@@ -117,10 +145,11 @@ class PhaseReporter:
 
 
 def bring_up(manager: LifecycleManager, inst: EngineInstance, action: Literal["start", "restart"], *, wait: bool,
-             timeout: float | None) -> int:
+             timeout: float | None, shown: str | None = None) -> int:
     """The path `up` and `restart` share once the action is allowed: start (or restart) the engine,
     wait until it is ready (``wait``; always for a process engine, which ends with this enginedeck)
-    and, for a process engine, stay in the foreground until Ctrl-C or until it ends.
+    and, for a process engine, stay in the foreground until Ctrl-C or until it ends. ``shown``: a
+    remote engine's ``HOST/NAME`` (its address is then said as the host's, not the forwarded one).
 
     Exit codes: 0 ready (or started without waiting); raises LifecycleError (one line, its exit
     code: 1 user error, 2 the engine failed, 3 timed out waiting)."""
@@ -144,11 +173,14 @@ def bring_up(manager: LifecycleManager, inst: EngineInstance, action: Literal["s
                     manager.stop(name).result()
                     still = "stopped it (process engines end with enginedeck)"
                 else:
-                    still = f"it keeps running; `enginedeck down {name}` stops it"
+                    still = f"it keeps running; `enginedeck down {shown or name}` stops it"
                 raise LifecycleTimeout(f"{exc.message}; {still}") from None
             if st.phase is not Phase.READY:
                 raise fail_from_state(st, action)
-            print(f"{name} ready at {inst.url} ({time.monotonic() - t0:.1f} s)")
+            at = inst.url
+            if shown and shown != name:
+                at = f"127.0.0.1:{inst.config.port or inst.profile.container.port} on {shown.partition('/')[0]}"
+            print(f"{shown or name} ready at {at} ({time.monotonic() - t0:.1f} s)")
             if st.config_changed:
                 print(f"note: {name} was already running with an older configuration; "
                       f"`enginedeck restart {name}` applies the current one", file=sys.stderr)  # fmt: skip

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from console.errors import UserError
 from console.lifecycle import adoption
 from console.lifecycle.backend import ExitInfo, Found, Handle, Listed, Listing, PullProgress
 from console.lifecycle.errors import DockerUnreachable, LifecycleError, translate_docker_error
@@ -38,12 +39,14 @@ def _errors() -> tuple[type[BaseException], ...]:
     return (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
-def connect(timeout: float = API_TIMEOUT) -> Any:
-    """A DockerClient for DOCKER_HOST (or the default socket); raises LifecycleError."""
+def connect(timeout: float = API_TIMEOUT, base_url: str | None = None) -> Any:
+    """A DockerClient for ``base_url`` (a remote host's forwarded socket), else DOCKER_HOST (or the
+    default socket); raises LifecycleError."""
     import docker
 
     try:
-        client = docker.from_env(timeout=int(timeout))
+        client = docker.DockerClient(base_url=base_url, timeout=int(timeout)) if base_url else (
+            docker.from_env(timeout=int(timeout)))
         client.ping()
     except _errors() as exc:
         raise translate_docker_error(exc) from None
@@ -448,22 +451,26 @@ def find_foreign(client: Any, inst: EngineInstance) -> str | None:
 
 class DockerEngines:
     """Engines as containers (an ``EngineBackend``). One client, connected at first use and again
-    after the daemon was lost (``DockerUnreachable``)."""
+    after the daemon was lost (``DockerUnreachable``). ``base_url``: where a remote host's Docker
+    Engine is reached (called at each connect: it opens or reuses the ssh tunnel); ``where`` names
+    that host in the errors."""
 
     kind = Backend.DOCKER
     noun = "container"
     keeps_crashed = True
     can_adopt = True
 
-    def __init__(self) -> None:
+    def __init__(self, base_url: Callable[[], str] | None = None, where: str = "") -> None:
         self._client: Any = None
         self._lock = threading.Lock()
+        self._base_url = base_url
+        self._where = where
 
     @contextlib.contextmanager
     def _docker(self) -> Iterator[Any]:
         with self._lock:
             if self._client is None:
-                self._client = connect()
+                self._client = self._connect()
             client = self._client
         try:
             yield client
@@ -471,7 +478,18 @@ class DockerEngines:
             with self._lock:
                 if self._client is client:
                     self._client = None
+            if self._where:  # not DOCKER_HOST's socket: say whose engine it was
+                raise DockerUnreachable(f"lost the Docker Engine of {self._where} (its ssh tunnel ended, or "
+                                        "dockerd stopped there); the next action connects again") from None
             raise
+
+    def _connect(self) -> Any:
+        if self._base_url is None:
+            return connect()
+        try:
+            return connect(base_url=self._base_url())
+        except UserError as exc:  # the tunnel did not come up: its one line, and connect anew next time
+            raise DockerUnreachable(exc.message) from None
 
     def launch(self, spec: LaunchSpec) -> Handle:
         with self._docker() as client:

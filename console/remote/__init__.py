@@ -4,7 +4,9 @@
 stop), parses each stdout line as a status document (``console.status_parse``), scrubs its stderr
 of secrets and reconnects with backoff; ``fleet`` is a ``FleetSource`` that joins this machine's
 hub (if it watches local engines) and every host into one ``FleetSnapshot``, engines named
-``HOST/NAME``. No SSH library: only the ``ssh`` command. May import the core (config, hosts, model,
+``HOST/NAME``; ``tunnel`` holds the ``ssh -NL`` forwards of a host's Docker socket and of its
+engines' ports (one per host and port, reused, ended by PID group). No SSH library: only the
+``ssh`` command. May import the core (config, hosts, model,
 secrets, status_parse) and ``console.telemetry`` (hub, history, the source contract); never
 Textual, ``console.ui`` or ``console.lifecycle``.
 """

@@ -15,9 +15,10 @@ from collections.abc import Callable, Sequence
 
 from console.hosts import HostTarget
 from console.listeners import add_listener
-from console.model import FleetSnapshot
+from console.model import EngineSnapshot, FleetSnapshot
 from console.remote.merge import merge
 from console.remote.stream import HostStream
+from console.remote.tunnel import Tunnels, forwarded_url
 from console.secrets import Scrubber
 from console.telemetry.history import History
 from console.telemetry.hub import Hub, record
@@ -28,8 +29,11 @@ class RemoteFleet:
     """Watches ``hosts`` over SSH, and this machine's engines through ``local`` (None: none)."""
 
     def __init__(self, hosts: Sequence[HostTarget], *, local: Hub | None = None, refresh: float = 1.0,
-                 ssh: str = "ssh", scrubber: Scrubber | None = None, history_capacity: int = 3600) -> None:
+                 ssh: str = "ssh", scrubber: Scrubber | None = None, history_capacity: int = 3600,
+                 tunnels: Tunnels | None = None) -> None:
         self.history = History(capacity=history_capacity)
+        self.tunnels = tunnels if tunnels is not None else Tunnels(ssh=ssh, scrubber=scrubber)
+        self._targets = {h.name: h for h in hosts}
         self.local = local
         self._refresh = refresh
         self._paused = False
@@ -67,10 +71,21 @@ class RemoteFleet:
             self.local.stop()
 
     def kill_streams(self) -> None:
-        """End every ssh process group now (the terminal guard's last resort; safe from any thread)."""
+        """End every ssh process group now, the tunnels' too (the terminal guard's last resort; safe
+        from any thread)."""
         for s in self.streams:
             with contextlib.suppress(Exception):
                 s.kill()
+        self.tunnels.close_all()
+
+    def engine_url(self, engine: EngineSnapshot) -> str:
+        """Where this machine reaches ``engine``: a remote engine's loopback URL becomes a local port
+        forwarded over ssh to that port on its host (opened now, ready a moment later, reused); any
+        other URL is the engine's own."""
+        target = self._targets.get(engine.host or "")
+        if target is None:
+            return engine.url
+        return forwarded_url(engine.url, lambda port: self.tunnels.port(target, port, wait=False))
 
     def latest(self) -> FleetSnapshot:
         with self._lock:

@@ -109,7 +109,8 @@ def run_console(
     ``on_terminal_loss``: what to do with the engines when the terminal is lost (the demo stops
     its simulators); by default ``settings.on_terminal_loss`` applied to ``lifecycle``'s engines.
     ``keys``: the user's ``[keys]`` (``config.keys`` when not given). ``hosts``: remote hosts
-    watched over SSH (``console.remote``) beside these engines; their ssh process groups end with
+    watched over SSH (``console.remote``) beside these engines, their Docker engines controlled
+    through forwarded sockets (``control_remote``); their ssh process groups and tunnels end with
     the console, at its hard exit too."""
     from console.alerts.evaluate import evaluator_for
     from console.telemetry.hub import Hub
@@ -120,11 +121,20 @@ def run_console(
     # Engine control also serves logs, so it exists in read-only mode too (its actions are refused there).
     if lifecycle is None and config is not None:
         lifecycle = _lifecycle(config)
+    local_control, tunnels = lifecycle, None
+    if hosts:  # HOST/NAME engines: their host's Docker through a forwarded socket (at the first action)
+        from console.remote.tunnel import Tunnels
+        from console.ui.control_remote import HostsControl
+
+        tunnels = Tunnels()
+        lifecycle = HostsControl(local_control, hosts, tunnels)
     guard = TerminalGuard()
-    action = on_terminal_loss or _policy_action(lifecycle, settings)
+    action = on_terminal_loss or _policy_action(local_control, settings)
     if action is not None:
         guard.add_action(action)
-    add_last_resort(guard, lifecycle)
+    add_last_resort(guard, local_control)
+    if tunnels is not None:
+        guard.add_final(tunnels.close_all)  # no ssh tunnel outlives the console, at its hard exit too
     guard.install()
     try:
         hub: Any = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
@@ -135,7 +145,7 @@ def run_console(
             from console.profiles import load_profiles
             from console.remote.fleet import RemoteFleet
 
-            hub = RemoteFleet(hosts, local=hub if instances else None, refresh=settings.refresh)
+            hub = RemoteFleet(hosts, local=hub if instances else None, refresh=settings.refresh, tunnels=tunnels)
             guard.add_final(hub.kill_streams)
             profiles = {**load_profiles(), **profiles}  # remote engines may be of any profile
         hub.start()

@@ -118,3 +118,45 @@ def test_remote_stderr_is_scrubbed_of_secrets(make_host: HostMaker) -> None:
         assert secret not in reason and "****" in reason, reason
     finally:
         fleet.stop()
+
+
+def test_a_remote_engine_is_reached_through_a_forwarded_port(make_host: HostMaker) -> None:
+    """What the playground and the bench use: HOST/NAME at a local port forwarded to its port on the
+    host (here the simulator's own port, which the host reports as its loopback URL), one ssh per port."""
+    from types import SimpleNamespace
+
+    import httpx
+
+    from console.profiles import load_profiles
+    from console.ui.screens.base import console_engines
+
+    target, _srv = make_host("h1", engines=1)
+    fleet = RemoteFleet([target], refresh=0.5)
+    fleet.start()
+    try:
+        wait_for(fleet, lambda s: fresh(s, "h1") and len(s.engines) == 1, 5.0, "h1 with its engine")
+        (e,) = fleet.latest().engines
+        url = fleet.engine_url(e)
+        assert url != e.url and url.startswith("http://127.0.0.1:")
+        deadline = time.monotonic() + 5
+        while True:  # the forward listens once ssh is logged in (opened without waiting)
+            try:
+                r = httpx.get(f"{url}/v1/models", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the forwarded port never answered"
+                time.sleep(0.05)
+        assert r.status_code == 200 and r.json()["data"]
+        assert fleet.engine_url(e) == url and fleet.tunnels.opened == 1  # reused
+        local = replace(e, host="", name="local")
+        assert fleet.engine_url(local) == e.url  # not a remote engine: its own URL
+
+        # What console_engines reads of the console (a DeckHost): the playground's engine list.
+        deck = SimpleNamespace(instances={}, profiles=load_profiles(), source=fleet, fleet=fleet.latest())
+        (pg,) = console_engines(deck)  # type: ignore[arg-type]
+        assert pg.name == "h1/vllm" and pg.url == url
+        (own,) = console_engines(deck, forward=False)  # type: ignore[arg-type]
+        assert own.url == e.url
+    finally:
+        fleet.stop()
+    assert all(not t.alive for t in fleet.tunnels.tunnels()) and fleet.tunnels.tunnels() == []

@@ -126,12 +126,15 @@ class DeckScreen(Screen[None]):
         self.refresh_top()
 
 
-def console_engines(app: DeckHost) -> list[EngineTarget]:
-    """The engines this console knows: its configured instances, else the engines the fleet
-    snapshot shows (with their profiles; no API key then)."""
-    if app.instances:
-        return [inst.target for inst in app.instances.values()]
-    if app.fleet is None:
-        return []
+def console_engines(app: DeckHost, *, forward: bool = True) -> list[EngineTarget]:
+    """The engines this console knows: its configured instances (else the local engines the fleet
+    snapshot shows), then the remote hosts' engines, each at a local port forwarded over ssh to its
+    port there (the source's ``engine_url``; ``forward=False``: their own URLs, no ssh started);
+    those from the snapshot have no API key."""
     profiles = app.profiles
-    return [EngineTarget(e.name, profiles[e.profile], e.url) for e in app.fleet.engines if e.profile in profiles]
+    engines = [] if app.fleet is None else [e for e in app.fleet.engines if e.profile in profiles]
+    local = [inst.target for inst in app.instances.values()] if app.instances else [
+        EngineTarget(e.name, profiles[e.profile], e.url) for e in engines if not e.host]
+    url_of = getattr(app.source, "engine_url", None) if forward else None  # a RemoteFleet's
+    remote = [EngineTarget(e.name, profiles[e.profile], url_of(e) if url_of else e.url) for e in engines if e.host]
+    return local + remote

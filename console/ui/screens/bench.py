@@ -65,7 +65,7 @@ class BenchScreen(DeckScreen):
         self._bench_running = False
         self._progress: list[str] = []
         self._notes: dict[str, list[str]] = {}  # level label -> its notes
-        names = [e.name for e in console_engines(app)][:2]
+        names = [e.name for e in console_engines(app, forward=False)][:2]
         self._default_engines = ",".join(names)
 
     def compose(self) -> ComposeResult:
