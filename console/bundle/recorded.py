@@ -21,7 +21,7 @@ import orjson
 
 from console.bundle.window import Window
 from console.model import FleetSnapshot
-from console.recording import Recording, RecordingError, default_recording_dir
+from console.recording import Recording, RecordingError, columns, default_recording_dir
 from console.recording.cutfile import write_cut
 from console.secrets import Scrubber
 from console.status_doc import status_doc
@@ -78,6 +78,18 @@ class _Counting:
             return [self.data(v) for v in value]
         return value
 
+    def payload(self, frame: list[tuple[float, bytes]] | columns.Payload
+                ) -> list[tuple[float, bytes]] | list[columns.Payload]:
+        """A recorded frame, checked: a frame in column form whose strings hold nothing to mask is
+        kept as it is (its strings are all in its runs' first documents; its other values are
+        numbers, which are never masked); else its documents as JSON text, through ``frame``."""
+        if not isinstance(frame, columns.Payload):
+            return self.frame(frame)
+        text = b"\n".join(frame.firsts()).decode("utf-8", "surrogateescape")
+        if self.json_plain and self.scrubber(text) == text:
+            return [frame]
+        return self.frame(frame.lines())
+
     def frame(self, lines: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
         """A recorded frame's documents as JSON text, checked in one pass over the frame's text;
         only a frame where something is masked is parsed and walked, document by document."""
@@ -109,18 +121,20 @@ def window_recording(folder: Path | None, window: Window, scrubber: Scrubber,
             rec = Recording.open(folder)
         except RecordingError as exc:  # an unreadable recording folder is a note, not a failed bundle
             part.note = f"{NO_RECORDING} ({exc})"
-    docs: list[tuple[float, dict[str, Any] | bytes]] = []
+    docs: list[tuple[float, dict[str, Any] | bytes] | columns.Payload] = []
     if rec is not None:
-        # As recorded (JSON text): a window of 900 documents is copied, not decoded and encoded again.
-        docs = [d for frame in rec.document_lines(window.start, window.end) for d in counting.frame(frame)]
+        # As recorded: a window of 900 documents is copied (whole frames as they are), not decoded
+        # and encoded again.
+        docs = [d for frame in rec.document_frames(window.start, window.end) for d in counting.payload(frame)]
     if docs:
         part.covers, part.source = True, str(folder)
-        part.note = f"recorded: {len(docs)} snapshots in the window"
+        part.note = f"recorded: {_count(docs)} snapshots in the window"
         raws = rec.raw_payloads(window.start, window.end) if rec is not None else iter(())
         # A recorder keeps its last few seconds in memory until it writes the frame: the caller's
         # snapshots newer than the recording's last one close that gap.
+        last = _last_time(docs)
         newer = [(s.taken_at, counting.doc(status_doc(s))) for s in fallback()
-                 if docs[-1][0] < s.taken_at <= window.end]  # fmt: skip
+                 if last < s.taken_at <= window.end]  # fmt: skip
         if newer:
             docs += newer
             part.note += f", and {len(newer)} newer one(s) enginedeck had"
@@ -143,6 +157,23 @@ def window_recording(folder: Path | None, window: Window, scrubber: Scrubber,
     with tempfile.TemporaryDirectory(prefix="enginedeck-bundle-") as tmp:
         path = write_cut(docs, clean_raws(), Path(tmp) / "window.edrec")
         part.data = path.read_bytes()
-    part.documents, part.raw_payloads = len(docs), seen[0]
-    part.span = (docs[0][0], docs[-1][0])
+    part.documents, part.raw_payloads = _count(docs), seen[0]
+    part.span = (_first_time(docs), _last_time(docs))
     return part
+
+
+_Docs = Sequence[tuple[float, dict[str, Any] | bytes] | columns.Payload]
+
+
+def _count(docs: _Docs) -> int:
+    return sum(len(d.times) if isinstance(d, columns.Payload) else 1 for d in docs)
+
+
+def _first_time(docs: _Docs) -> float:
+    d = docs[0]
+    return min(d.times) if isinstance(d, columns.Payload) else d[0]
+
+
+def _last_time(docs: _Docs) -> float:
+    d = docs[-1]
+    return max(d.times) if isinstance(d, columns.Payload) else d[0]

@@ -3,8 +3,9 @@
 It is written under a temporary name and renamed into place, so a reader never sees half a cut.
 Documents are framed again (``FRAME_S`` each, against the cut's own dictionary), each frame with its
 rows frame when the documents come as dicts (documents given as JSON text are not parsed for them: a
-replay then reads the documents), raw payloads one a frame, so the cut replays and exports exactly
-like the folder it came from.
+replay then reads the documents); a recorded frame in column form that lies wholly in the window is
+copied as it is, with its rows frame (compressed again against the cut's dictionary: no document is
+decoded). Raw payloads one a frame, so the cut replays and exports exactly like the folder it came from.
 """
 
 from __future__ import annotations
@@ -17,16 +18,17 @@ from typing import Any
 
 import orjson
 
-from console.recording import frames
+from console.recording import columns, frames
 from console.recording.history_rows import Row, rows_of, rows_payload
 from console.recording.payloads import docs_payload, raw_payload
 from console.recording.segments import SegmentWriter
 from console.recording.writer import FRAME_S, RecordingError
 
 
-def write_cut(docs: Iterable[tuple[float, dict[str, Any] | bytes]], raw: Iterable[tuple[float, str, bytes]],
-              dest: Path) -> Path:
-    """``docs``: (time, status document), the document as a dict or as its JSON text."""
+def write_cut(docs: Iterable[tuple[float, dict[str, Any] | bytes] | columns.Payload],
+              raw: Iterable[tuple[float, str, bytes]], dest: Path) -> Path:
+    """``docs``: (time, status document), the document as a dict or as its JSON text; or a recorded
+    frame in column form (``Recording.document_frames``), written as it is, with its rows."""
     part = dest.with_name(dest.name + ".part")
     with contextlib.suppress(FileNotFoundError):
         part.unlink()
@@ -52,7 +54,19 @@ def write_cut(docs: Iterable[tuple[float, dict[str, Any] | bytes]], raw: Iterabl
             lines.clear()
             rows.clear()
 
-        for t, doc in docs:
+        for item in docs:
+            if isinstance(item, columns.Payload):
+                if times:
+                    frame()
+                if seg.zdict is None:
+                    seg.set_dict(item.firsts()[0], item.times[0])
+                t0, t1, n = min(item.times), max(item.times), len(item.times)
+                seg.write(frames.KIND_DOCS, item.data, t_first=t0, t_last=t1, count=n, use_dict=True)
+                if item.rows is not None:
+                    seg.write(frames.KIND_ROWS, item.rows, t_first=t0, t_last=t1, count=n, use_dict=True)
+                written += n
+                continue
+            t, doc = item
             times.append(t)
             lines.append(doc if isinstance(doc, bytes) else orjson.dumps(doc))
             rows.append(None if isinstance(doc, bytes) else rows_of(doc))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.recording import frames
+from console.recording import columns, frames
 from console.recording.frames import FrameInfo
 from console.recording.history_rows import RowsFrame
 from console.recording.payloads import PayloadError, read_doc_lines, read_docs, read_raw
@@ -178,12 +178,28 @@ class Recording:
     def document_lines(self, start: float | None = None, end: float | None = None
                        ) -> Iterator[list[tuple[float, bytes]]]:
         """The documents in [start, end] as recorded (JSON text, not parsed), one list a frame,
-        oldest first: for copying a window (a bundle's cut) without decoding every document."""
+        oldest first: for copying a window (a bundle's cut) without parsing every document."""
+        for frame in self.document_frames(start, end, whole=False):
+            assert not isinstance(frame, columns.Payload)
+            yield frame
+
+    def document_frames(self, start: float | None = None, end: float | None = None, *, whole: bool = True
+                        ) -> Iterator[list[tuple[float, bytes]] | columns.Payload]:
+        """As ``document_lines``, but with ``whole`` a frame in column form that lies wholly in the
+        window comes as it was recorded (``columns.Payload``, with its rows), not decoded."""
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
         for i in self._in_window(start, end, self._doc_starts, self.doc_frames):
             ref = self.doc_frames[i]
             payload = ref.segment.payload(ref.info)
+            if whole and payload is not None and payload[:1] == b"{" and lo <= ref.info.t_first \
+                    and ref.info.t_last <= hi:
+                try:
+                    rows = ref.segment.payload(ref.rows) if ref.rows is not None else None
+                    yield columns.Payload.of(payload, rows)
+                    continue
+                except columns.ColumnsError:
+                    pass  # read as lines below, which counts it as skipped
             try:
                 lines = read_doc_lines(payload) if payload is not None else []
             except PayloadError:

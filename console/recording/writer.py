@@ -173,8 +173,9 @@ class RecordingWriter:
         layout, values = columns.split(line)
         if layout == self._layout and self._layout_clean:
             # Every string is in the layout, unchanged since it was checked, and no value put where
-            # this layout has them can make a secret (``_probe``): nothing to check.
-            return (layout, values), doc
+            # this layout has them can make a secret (``_probe``): nothing to check. (The one list
+            # object: the frame's run of it is then found by identity.)
+            return (self._layout, values), doc
         # The rule is checked on the document's string values, one a line (no secret shape crosses a
         # line end; on the JSON text a URL's "://host:port" and the next engine's "name@" look like a
         # password in a URL), and only on values not seen clean before: a fleet's strings rarely change.

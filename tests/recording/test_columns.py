@@ -165,3 +165,27 @@ def test_values_that_could_form_a_secret_keep_the_check_on(tmp_path: Path) -> No
         assert not w._layout_clean
         w.add({"schema": "x", "count": 12}, at=T0 + 1)
         assert w._layout_clean
+
+
+def test_a_cut_copies_whole_column_frames_with_their_rows(tmp_path: Path) -> None:
+    from console.recording.cutfile import write_cut
+
+    items = docs(60, engines=2, gpus=2)
+    with RecordingWriter(tmp_path / "rec") as w:
+        for t, d in items:
+            w.add(d, at=t)
+    rec = Recording.open(tmp_path / "rec")
+    lo, hi = items[5][0], items[50][0]
+    got = list(rec.document_frames(lo, hi))
+    copied = [f for f in got if isinstance(f, columns.Payload)]
+    edges = [f for f in got if not isinstance(f, columns.Payload)]
+    assert copied and len(edges) == 2  # the frames cut by the window's ends are decoded; the rest copied
+    assert all(f.rows is not None for f in copied)
+    flat: list[Any] = [x for f in got for x in ([f] if isinstance(f, columns.Payload) else f)]
+    cut = Recording.open(write_cut(flat, [], tmp_path / "cut.edrec"))
+    want = [(t, d) for t, d in rec.documents() if lo <= t <= hi]
+    assert list(cut.documents()) == want
+    whole = [r for r in cut.doc_frames if r.rows is not None]
+    assert len(whole) == len(copied)  # each copied frame kept its rows frame (a seek reads those)
+    payloads = [r.segment.payload(r.info) for r in cut.doc_frames]
+    assert sum(1 for p in payloads if p is not None and p[:1] == b"{") == len(copied)
