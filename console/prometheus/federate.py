@@ -84,6 +84,7 @@ def split_federate(body: bytes | str, identity: Iterable[str], role_labels: Iter
         if eng is None:
             eng = out[who[1]] = EngineText(ident=who[1], ident_label=who[0])
             eng.labels = {k: v for k, v in labels if k in drop}
+        if not eng.role and roles:
             role = next((found[k] for k in roles if found.get(k)), "")
             eng.role = role_of(role) if role else ""
         if len(rest) > 1 and rest[1].lstrip("-").isdigit():

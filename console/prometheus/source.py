@@ -80,6 +80,7 @@ class PromSource:
         self._stale_since: float | None = time.time()
         self._last_ok: float | None = None
         self._reads = 0
+        self._rediscover = False  # a target went down: list the targets again for its last error
         self._backfilling: threading.Thread | None = None
         self.backfilled: set[str] = set()  # idents whose history came from query_range
         self.last_backfill_s: float | None = None  # how long the last backfill took (seconds)
@@ -168,7 +169,8 @@ class PromSource:
 
     def read_once(self) -> None:
         """One read: the targets now and then, then ``/federate`` into every engine's windows."""
-        if self._reads % DISCOVER_EVERY == 0:
+        if self._reads % DISCOVER_EVERY == 0 or self._rediscover:
+            self._rediscover = False
             try:
                 self._discover()
             except PromError as exc:
@@ -214,6 +216,8 @@ class PromSource:
         e = known
         e.last_seen = now
         up = part.up is None or part.up >= 1
+        if not up and (target is None or target.health != "down"):
+            self._rediscover = True
         detail = "" if up else "Prometheus: target down" + (f": {target.last_error}" if target and target.last_error
                                                              else "")
         snap = e.snap

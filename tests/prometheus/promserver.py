@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ class PromServer:
     def wait_scraped(self, scrapes: int = 2, timeout: float = 30.0) -> None:
         """Until every target was scraped successfully ``scrapes`` times (``up`` over that many samples)."""
         deadline = time.monotonic() + timeout
-        q = urllib.request.quote(f"count_over_time(up[1m]) >= {scrapes} and up == 1")
+        q = urllib.parse.quote(f"count_over_time(up[1m]) >= {scrapes} and up == 1")
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(
                     f"{self.url}/api/v1/query?query={q}", timeout=2) as r:
