@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from console.model import (
@@ -34,7 +35,7 @@ from console.model import (
 )
 from console.profiles import EngineProfile
 from console.prometheus.api import PromClient, PromError, TargetInfo, step_for
-from console.prometheus.backfill import grid, group_by_profile, queries_for
+from console.prometheus.backfill import Query, grid, group_by_profile, queries_for
 from console.prometheus.federate import EngineText, profile_for, split_federate
 from console.sources import PromTarget, matchers_text
 from console.telemetry.history import History
@@ -47,6 +48,7 @@ log.addHandler(logging.NullHandler())
 DISCOVER_EVERY = 10  # federate reads between target listings
 SLACK_S = 1.0
 FORGET_AFTER_S = 300.0  # an engine gone from Prometheus this long is dropped from view
+BACKFILL_WORKERS = 8  # query_range requests in flight at once
 
 
 @dataclass
@@ -259,17 +261,27 @@ class PromSource:
             engines = {w: (e.profile, e.ident_label) for w, e in self._engines.items()
                        if idents is None or w in idents}
             families = {w: e.families for w, e in self._engines.items()}
+        jobs = []
         for (_profile, label), group in group_by_profile(engines).items():
             profile = engines[group[0]][0]
             names = set().union(*(families.get(w, frozenset()) for w in group))
-            for q in queries_for(profile, names, self.target.label_matchers, label, group, self.interval_s):
-                try:
-                    matrix = self._client.query_range(q.promql, start, end, step)
-                except PromError as exc:
-                    log.warning("backfill %s %s: %s", self.target.name, q.series, exc)
-                    continue
-                for who, (times, values) in grid(matrix, label, start, end, step).items():
-                    history.backfill((key_of(who), q.series), times, values)
+            jobs += [(label, q) for q in queries_for(profile, names, self.target.label_matchers, label, group,
+                                                     self.interval_s)]
+
+        def run(job: tuple[str, Query]) -> None:
+            label, q = job
+            try:
+                matrix = self._client.query_range(q.promql, start, end, step)
+            except PromError as exc:
+                log.warning("backfill %s %s: %s", self.target.name, q.series, exc)
+                return
+            for who, (times, values) in grid(matrix, label, start, end, step).items():
+                history.backfill((key_of(who), q.series), times, values)
+
+        # The queries at once (Prometheus evaluates up to 20 concurrently by default): their wait
+        # for the server, not our parsing, is most of the time.
+        with ThreadPoolExecutor(max_workers=BACKFILL_WORKERS, thread_name_prefix="enginedeck-backfill") as pool:
+            list(pool.map(run, jobs))
         self.backfilled.update(engines)
         self.last_backfill_s = time.perf_counter() - started
         return self.last_backfill_s
