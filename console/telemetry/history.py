@@ -115,7 +115,8 @@ class History:
 
     def backfill(self, key: Hashable, times: Sequence[float], values: Sequence[float | None]) -> None:
         """Put older points (``times`` ascending) before what the series holds: those at or after its
-        first point are dropped (the live ones win), and the newest ``capacity`` are kept (a chart's
+        first point are dropped (the live ones win; leading gaps within their span give way), and the
+        newest ``capacity`` are kept (a chart's
         history from a Prometheus source, fetched when the chart opens)."""
         with self._lock:
             ring = self._rings.get(key)
@@ -124,6 +125,10 @@ class History:
                     return
                 ring = self._rings[key] = Ring(self.capacity)
             live = ring.points()
+            # The gaps recorded before the source's first read, where the older points have data: theirs.
+            covered = times[-1] if len(times) else -math.inf
+            while live and math.isnan(live[0][1]) and live[0][0] <= covered:
+                live.pop(0)
             first = live[0][0] if live else math.inf
             old = [(t, NAN if v is None else float(v)) for t, v in zip(times, values, strict=True) if t < first]
             merged = (old + live)[-self.capacity:]

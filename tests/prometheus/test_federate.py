@@ -138,6 +138,7 @@ def test_grid_and_backfill_put_older_points_before_the_live_ones() -> None:
     times, values = grid(m, "pod", 100.0, 103.0, 1.0)["a"]
     assert times == [100.0, 101.0, 102.0, 103.0] and values == [1.0, None, 3.0, None]
     h = History(capacity=5)
+    h.append(("e", "running"), 101.5, None)  # a gap recorded before the source's first read: gives way
     h.append(("e", "running"), 102.5, 9.0)
     h.append(("e", "running"), 103.5, 10.0)
     h.backfill(("e", "running"), times, values)
