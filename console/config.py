@@ -24,6 +24,15 @@ from console.keymap import KeyTableError, parse_key_table
 from console.paths import config_file
 from console.profiles import EngineProfile, get_profile, load_profiles
 from console.secrets import looks_secret, mask_config
+from console.sources import (
+    DEFAULT_SELECTOR,
+    IDENTITY_LABELS,
+    ROLE_LABELS,
+    PromTarget,
+    check_url,
+    parse_selector,
+    source_name_ok,
+)
 from console.target import EngineTarget, api_key_from_env
 from console.timespec import parse_duration, parse_size
 
@@ -179,11 +188,60 @@ class HostConfig(_Strict):
                           ssh_options=tuple(self.ssh_options), period=self.period)
 
 
+class SourceConfig(_Strict):
+    """``[sources.NAME]``: a Prometheus server that scrapes the engines (read-only)."""
+
+    prometheus: str  # its base URL, e.g. http://prom:9090
+    selector: str = DEFAULT_SELECTOR  # which series are engines'
+    identity: list[str] = Field(default_factory=lambda: list(IDENTITY_LABELS), min_length=1)
+    role_labels: list[str] = Field(default_factory=lambda: list(ROLE_LABELS))
+    profile: str | None = None  # one profile for every engine; default: from the metric names
+    period: float = Field(default=1.0, ge=0.2, le=60)  # seconds between /federate reads
+    history: str = "15m"  # chart backfill from query_range
+
+    @field_validator("prometheus")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        try:
+            return check_url(v, where="URL")
+        except UserError as exc:
+            raise ValueError(exc.message) from None
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, v: str) -> str:
+        try:
+            parse_selector(v)
+        except UserError as exc:
+            raise ValueError(exc.message) from None
+        return v
+
+    @field_validator("history")
+    @classmethod
+    def _history(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    def target(self, name: str) -> PromTarget:
+        return PromTarget(name=name, url=self.prometheus, selector=self.selector, identity=tuple(self.identity),
+                          role_labels=tuple(self.role_labels), profile=self.profile, period=self.period,
+                          history_s=parse_duration(self.history))
+
+
 class ConfigFile(_Strict):
     schema_version: int = Field(default=1, alias="schema")
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     engines: dict[str, InstanceConfig] = Field(default_factory=dict)
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    sources: dict[str, SourceConfig] = Field(default_factory=dict)
+
+    @field_validator("sources")
+    @classmethod
+    def _source_names(cls, v: dict[str, SourceConfig]) -> dict[str, SourceConfig]:
+        for name in v:
+            if not source_name_ok(name):
+                raise ValueError(f"source name {name!r} may use letters, digits, '.', '_' and '-' only")
+        return v
 
     @field_validator("hosts")
     @classmethod
@@ -240,6 +298,7 @@ class Config:
     # [keys]: action id -> its keys in Textual's names (they replace the action's own; () unbinds it).
     keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     hosts: tuple[HostTarget, ...] = ()  # [hosts.NAME]: remote machines watched over SSH
+    sources: tuple[PromTarget, ...] = ()  # [sources.NAME]: Prometheus servers (read-only engines)
 
     def instance(self, name: str) -> EngineInstance:
         for inst in self.instances:
@@ -282,8 +341,15 @@ def parse_config(data: Mapping[str, Any], source: str, profiles: Mapping[str, En
             EngineInstance(name=name, profile=profile, url=_instance_url(ic, profile), config=ic, gpus=_gpu_ids(ic))
         )
     hosts = tuple(hc.target(name) for name, hc in cf.hosts.items())
+    for name, sc in cf.sources.items():
+        if sc.profile is not None and sc.profile not in table:
+            raise ConfigError(source, f"sources.{name}.profile",
+                              f"unknown profile {sc.profile!r} (known: {', '.join(sorted(table))})")
+        if name in cf.hosts:
+            raise ConfigError(source, f"sources.{name}", f"{name!r} is also a [hosts.{name}]; give each its own name")
+    sources = tuple(sc.target(name) for name, sc in cf.sources.items())
     return Config(path=Path(source), console=cf.console, instances=tuple(instances), raw=data, keys=keys,
-                  hosts=hosts)
+                  hosts=hosts, sources=sources)
 
 
 def _instance_url(ic: InstanceConfig, profile: EngineProfile) -> str:

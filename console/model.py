@@ -253,6 +253,9 @@ class EngineSnapshot:
     # The configured host it runs on ([hosts.NAME], reached over SSH); "" for this machine. An engine
     # of a remote host is named "HOST/NAME" in a fleet snapshot, so names stay unique across hosts.
     host: str = ""
+    # The [sources.NAME] it is read from (a Prometheus server): its engines are read-only here.
+    source: str = ""
+    role: str = ""  # prefill / decode (disaggregated serving), from the source's role label; "" unknown
 
     @property
     def live(self) -> bool:
@@ -346,12 +349,13 @@ class HostView:
     ``gpus`` are what the host's last document said."""
 
     name: str
-    destination: str  # the ssh destination, [user@]host[:port]
+    destination: str  # the ssh destination, [user@]host[:port]; a Prometheus source: its URL
     freshness: Freshness = Freshness(SourceState.STALE, reason="not connected yet")
     last_doc_at: float | None = None  # wall-clock time the last document arrived
     host: HostSnapshot | None = None
     gpus: GpuFleet = GpuFleet()
     engines: int = 0  # engines in its last document
+    kind: str = "ssh"  # "ssh" ([hosts.NAME]) or "prometheus" ([sources.NAME], read-only)
 
     def doc_age(self, now: float) -> float | None:
         return None if self.last_doc_at is None else max(0.0, now - self.last_doc_at)

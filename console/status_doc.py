@@ -151,6 +151,8 @@ def engine_doc(e: EngineSnapshot) -> dict[str, Any]:
         "missing_metrics": list(e.missing),
         "energy": energy_doc(e.energy),
         "host": e.host or None,  # the [hosts.NAME] it runs on; null: this machine
+        "source": e.source or None,  # the [sources.NAME] (Prometheus) it is read from; null: none
+        "role": e.role or None,  # prefill / decode (from the source's role label); null: unknown
     }
 
 
@@ -232,11 +234,14 @@ def status_doc(snap: FleetSnapshot) -> dict[str, Any]:
 
 
 def host_view_doc(h: HostView, now: float) -> dict[str, Any]:
-    """One remote host and its status stream (docs/status-json.md, "hosts")."""
+    """One remote host and its status stream, or a Prometheus source (docs/status-json.md, "hosts")."""
     age = h.doc_age(now)
+    prom = h.kind == "prometheus"
     return {
         "name": h.name,
-        "ssh": h.destination,
+        "kind": h.kind,
+        "ssh": None if prom else h.destination,
+        "prometheus": h.destination if prom else None,
         "state": h.freshness.state.value,
         "reason": h.freshness.reason or None,
         "last_document_age_s": None if age is None else round(age, 3),

@@ -114,6 +114,8 @@ def engine_from(d: Doc, taken_at: float) -> EngineSnapshot:
         cpu_percent=_f(d["cpu_percent"]),
         rss_bytes=_i(d["rss_bytes"]),
         host=d.get("host") or "",
+        source=d.get("source") or "",
+        role=d.get("role") or "",
     )
 
 
@@ -172,7 +174,9 @@ def host_view_from(d: Doc, taken_at: float) -> HostView:
     age = _f(d["last_document_age_s"])
     reason = d["reason"] or ""
     stale_since = None if d["state"] == SourceState.OK.value else taken_at
-    return HostView(name=d["name"], destination=d["ssh"],
+    kind = d.get("kind") or "ssh"
+    return HostView(name=d["name"], destination=(d.get("prometheus") if kind == "prometheus" else d["ssh"]) or "",
+                    kind=kind,
                     freshness=Freshness(SourceState(d["state"]), stale_since=stale_since, reason=reason),
                     last_doc_at=None if age is None else taken_at - age, host=host_from(d.get("host"), taken_at),
                     engines=int(d.get("engines") or 0))

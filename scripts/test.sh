@@ -7,13 +7,14 @@
 # Services (see scripts/provision/):
 #   Docker Engine + images enginedeck/pybase:bookworm, enginedeck/sim:dev   (needs root the first time)
 #   llama-server (built once, cached in ~/.cache/enginedeck) + tiny GGUF model
-#   promtool (Debian's prometheus package)
+#   promtool and the Prometheus server (Debian's prometheus package)
 #   OpenSSH server and client (Debian's openssh-server), for real sshd servers on 127.0.0.1
 # Explicit opt-outs, for machines without root/Docker or without time for the 5-min llama.cpp build:
 #   ENGINEDECK_SKIP_DOCKER=1     skip Docker provisioning; tests marked `docker` are reported as skipped
 #   ENGINEDECK_SKIP_LLAMACPP=1   same for llama.cpp and tests marked `llamacpp`
 #   ENGINEDECK_SKIP_PROMTOOL=1   same for Prometheus' promtool and tests marked `promtool`
 #   ENGINEDECK_SKIP_SSH=1        same for OpenSSH and tests marked `ssh`
+#   ENGINEDECK_SKIP_PROMETHEUS=1 skip the tests marked `prometheus` (a real server; provisioned with promtool)
 # Without them a missing service is a test failure, never a silent skip.
 # Pre-set ENGINEDECK_LLAMA_SERVER + ENGINEDECK_TINY_GGUF (existing files) are used as they are.
 set -euo pipefail

@@ -3,7 +3,8 @@
 promtool: the real Prometheus `promtool` (ENGINEDECK_PROMTOOL, else the one on PATH). A missing
 promtool FAILS the test with how to provide it; ENGINEDECK_SKIP_PROMTOOL=1 skips the tests marked
 `promtool` explicitly (listed by `-ra`), as ENGINEDECK_SKIP_DOCKER does for Docker, and
-ENGINEDECK_SKIP_SSH=1 for the tests marked `ssh` (real sshd on 127.0.0.1: tests/remote/).
+ENGINEDECK_SKIP_SSH=1 for the tests marked `ssh` (real sshd on 127.0.0.1: tests/remote/), and
+ENGINEDECK_SKIP_PROMETHEUS=1 for those marked `prometheus` (a real Prometheus server: tests/prometheus/).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration import helpers
+from tests.prometheus.promserver import skip_prometheus
 from tests.remote.sshd import skip_ssh
 
 HOW_PROMTOOL = (
@@ -29,6 +31,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_PROMTOOL is set"))
         if skip_ssh() and item.get_closest_marker("ssh"):
             item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_SSH is set"))
+        if skip_prometheus() and item.get_closest_marker("prometheus"):
+            item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_PROMETHEUS is set"))
 
 
 @pytest.fixture(scope="session")

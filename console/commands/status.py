@@ -1,8 +1,8 @@
 """`enginedeck status`: every engine, GPU and the host, normalised, headless.
 
 Exit codes: 0 every engine reachable with its metrics read, 2 any engine unreachable (or a remote
-host of ``[hosts.*]`` stale: its report is the ``hosts`` array), 3 every engine
-reachable but the metrics of one or more could not be read (no metrics endpoint, wrong API key,
+host of ``[hosts.*]`` or a Prometheus source of ``[sources.*]`` stale: its report is the ``hosts``
+array), 3 every engine reachable but the metrics of one or more could not be read (no metrics endpoint, wrong API key,
 another engine's payload: the reason is in the report), 4 all of that fine but a critical alert is
 firing, 1 configuration error (including no engine at all, or a broken alert rules file: a cron
 check pointed at the wrong configuration must not pass). Alerts need their hold time: in one-shot
@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"enginedeck: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
     hosts = cfg.hosts if not args.engine else ()
-    if not instances and not hosts:
+    sources = cfg.sources if not args.engine else ()  # [sources.*]: Prometheus servers (console/prometheus)
+    if not instances and not hosts and not sources:
         print(f"enginedeck: {_no_engines_reason(cfg)}", file=sys.stderr)
         return EXIT_CONFIG
     try:
@@ -66,17 +67,17 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     gpu_source = args.gpus or cfg.console.gpu_source
     hub: Any = Hub(instances, refresh=args.refresh, gpu_source=gpu_source, alerts=alerts)
-    if hosts:  # [hosts.*]: each host's own `enginedeck status` over ssh, merged (console/remote)
+    if hosts or sources:  # [hosts.*]: each host's own `enginedeck status` over ssh, merged (console/remote)
         from console.remote.fleet import RemoteFleet
 
-        hub = RemoteFleet(hosts, local=hub if instances else None, refresh=args.refresh)
+        hub = RemoteFleet(hosts, local=hub if instances else None, refresh=args.refresh, sources=sources)
     if hosts:  # SIGHUP/SIGTERM unwind through `finally`: the hosts' ssh process groups end with us
         _exit_on_hangup()
     hub.start()
     try:
         deadline = time.monotonic() + args.sample
         hub.wait_published(timeout=max(args.sample, 3.0) + 2.0)
-        if hosts:
+        if hosts or sources:
             hub.wait_hosts(deadline + 15.0)
             hub.publish()
         if instances:
@@ -111,7 +112,8 @@ def _no_engines_reason(cfg: Any) -> str:
     from console.paths import config_file
 
     where = f"in {cfg.path}" if cfg.path is not None else f"(no configuration file at {config_file()})"
-    return f"no engine configured {where}; add one under [engines] or pass --engine PROFILE@URL"
+    return (f"no engine configured {where}; add one under [engines], [hosts.NAME] or [sources.NAME], "
+            "or pass --engine PROFILE@URL")
 
 
 def wait_until_collected(hub: Any, deadline: float) -> None:
@@ -211,7 +213,8 @@ def render_text(snap: Any) -> str:
         )
     for hv in snap.hosts:
         state = "ok" if not hv.freshness.stale else f"STALE: {hv.freshness.reason}"
-        lines.append(f"host {hv.name} ({hv.destination}): {hv.engines} engines, {state}")
+        what = "source" if hv.kind == "prometheus" else "host"
+        lines.append(f"{what} {hv.name} ({hv.destination}): {hv.engines} engines, {state}")
     h = snap.host
     if h is not None:
         mem = "n/a" if h.mem_used_bytes is None or not h.mem_total_bytes else (

@@ -21,13 +21,13 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     settings = resolve_settings(args, config)
-    if not config.instances and not config.hosts:
+    if not config.instances and not config.hosts and not config.sources:
         result = run_setup(settings, str(config.path or config_file()), keys=config.keys)
         if result == "demo":
             from console.commands.demo import run_demo
 
             return run_demo(args)
         return 0
-    run_console(config.instances, settings, config=config, hosts=config.hosts,
+    run_console(config.instances, settings, config=config, hosts=config.hosts, sources=config.sources,
                 simulated=bool(config.instances) and all(i.config.simulated for i in config.instances))
     return 0

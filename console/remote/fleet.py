@@ -4,6 +4,8 @@ It publishes a merged snapshot (``merge``) every ``refresh`` seconds (the local 
 host's latest document), and at once when a host's state changes (its first document, ssh ended,
 the host went silent), so a dead host is shown stale within a fraction of a second of it being
 known. History is kept as the hub keeps it (``hub.record``), under the qualified ``HOST/NAME`` engine names.
+A Prometheus source (``[sources.NAME]``, ``console.prometheus``) joins as a host does, its engines
+``SOURCE/IDENT``; their older chart history comes from its ``query_range`` on ``request_backfill``.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from console.hosts import HostTarget
 from console.listeners import add_listener
 from console.model import EngineSnapshot, FleetSnapshot
-from console.remote.merge import merge
+from console.profiles import EngineProfile
+from console.remote.merge import merge, qualified
 from console.remote.stream import HostStream
 from console.remote.tunnel import Tunnels, forwarded_url
 from console.secrets import Scrubber
@@ -24,13 +29,19 @@ from console.telemetry.history import History
 from console.telemetry.hub import Hub, record
 from console.telemetry.source import Listener, PayloadListener
 
+if TYPE_CHECKING:
+    from console.prometheus.source import PromSource
+    from console.sources import PromTarget
+
 
 class RemoteFleet:
-    """Watches ``hosts`` over SSH, and this machine's engines through ``local`` (None: none)."""
+    """Watches ``hosts`` over SSH, ``sources`` (Prometheus servers, ``console.prometheus``) and this
+    machine's engines through ``local`` (None: none)."""
 
     def __init__(self, hosts: Sequence[HostTarget], *, local: Hub | None = None, refresh: float = 1.0,
                  ssh: str = "ssh", scrubber: Scrubber | None = None, history_capacity: int = 3600,
-                 tunnels: Tunnels | None = None) -> None:
+                 tunnels: Tunnels | None = None, sources: Sequence[PromTarget] = (),
+                 profiles: Mapping[str, EngineProfile] | None = None) -> None:
         self.history = History(capacity=history_capacity)
         self.tunnels = tunnels if tunnels is not None else Tunnels(ssh=ssh, scrubber=scrubber)
         self._targets = {h.name: h for h in hosts}
@@ -43,7 +54,15 @@ class RemoteFleet:
         self._halt = threading.Event()
         self._published = threading.Event()
         self._thread: threading.Thread | None = None
-        self.streams = [HostStream(h, ssh=ssh, scrubber=scrubber, on_change=self._wake.set) for h in hosts]
+        self.streams: list[Any] = [HostStream(h, ssh=ssh, scrubber=scrubber, on_change=self._wake.set) for h in hosts]
+        self.sources: list[PromSource] = []
+        if sources:
+            from console.profiles import load_profiles
+            from console.prometheus.source import PromSource
+
+            table = dict(profiles) if profiles is not None else load_profiles()
+            self.sources = [PromSource(t, table, on_change=self._wake.set) for t in sources]
+            self.streams += self.sources
         self._latest = merge(local.latest() if local else None, [s.view() for s in self.streams], time.time())
 
     # -- FleetSource -----------------------------------------------------------------------------
@@ -127,6 +146,20 @@ class RemoteFleet:
 
     def wait_published(self, timeout: float) -> bool:
         return self._published.wait(timeout)
+
+    def request_backfill(self, engine: str) -> bool:
+        """Chart history of ``engine``'s source (and of every other engine there not filled yet)
+        from Prometheus' ``query_range``, in the source's own thread; a snapshot is published when
+        it is in. False: not a source's engine, nothing left to fill, or a backfill runs already."""
+        for src in self.sources:
+            prefix = src.target.name + "/"
+            if engine.startswith(prefix):
+                return src.request_backfill(self.history, partial(qualified, src.target.name), done=self._wake.set)
+        return False
+
+    def source_of(self, engine: str) -> str | None:
+        """The [sources.NAME] an engine is read from; None for this machine's and SSH hosts' engines."""
+        return next((s.target.name for s in self.sources if engine.startswith(s.target.name + "/")), None)
 
     def wait_hosts(self, deadline: float) -> None:
         """Until every host has sent a document or failed with a reason (``time.monotonic`` deadline)."""

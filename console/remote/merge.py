@@ -38,11 +38,15 @@ def _engine(e: EngineSnapshot, view: HostView, gpu_map: dict[int, int]) -> Engin
                   gpus=tuple(gpu_map.get(g, g) for g in e.gpus), pids=())  # remote pids mean nothing here
     if not view.freshness.stale:
         return out
-    why = f"host {view.name}: {view.freshness.reason or 'stale'}"
+    why = f"{_what(view)} {view.name}: {view.freshness.reason or 'stale'}"
     stale = Freshness(SourceState.STALE, updated_at=e.metrics_freshness.updated_at,
                       stale_since=view.freshness.stale_since, reason=why)
     return replace(out, reachable=False, phase=Phase.UNREACHABLE, health_detail=why, metrics_freshness=stale,
                    health_freshness=replace(stale, updated_at=e.health_freshness.updated_at))
+
+
+def _what(view: HostView) -> str:
+    return "source" if view.kind == "prometheus" else "host"
 
 
 def _gpu(g: GpuSnapshot, view: HostView, index: int) -> GpuSnapshot:
@@ -58,7 +62,7 @@ def _alert(a: Alert, view: HostView) -> Alert:
     out = replace(a, engine=qualified(view.name, a.engine))
     if view.freshness.stale and a.state in (AlertState.PENDING, AlertState.FIRING):
         out = replace(out, state=AlertState.NO_DATA, since=view.freshness.stale_since,
-                      note=f"host {view.name} is stale")
+                      note=f"{_what(view)} {view.name} is stale")
     return out
 
 

@@ -113,6 +113,29 @@ class History:
                 ring = self._rings[key] = Ring(self.capacity)
             ring.extend(times, values)
 
+    def backfill(self, key: Hashable, times: Sequence[float], values: Sequence[float | None]) -> None:
+        """Put older points (``times`` ascending) before what the series holds: those at or after its
+        first point are dropped (the live ones win; leading gaps within their span give way), and the
+        newest ``capacity`` are kept (a chart's
+        history from a Prometheus source, fetched when the chart opens)."""
+        with self._lock:
+            ring = self._rings.get(key)
+            if ring is None:
+                if len(self._rings) >= self.max_series:
+                    return
+                ring = self._rings[key] = Ring(self.capacity)
+            live = ring.points()
+            # The gaps recorded before the source's first read, where the older points have data: theirs.
+            covered = times[-1] if len(times) else -math.inf
+            while live and math.isnan(live[0][1]) and live[0][0] <= covered:
+                live.pop(0)
+            first = live[0][0] if live else math.inf
+            old = [(t, NAN if v is None else float(v)) for t, v in zip(times, values, strict=True) if t < first]
+            merged = (old + live)[-self.capacity:]
+            fresh = Ring(self.capacity)
+            fresh.extend([t for t, _ in merged], [v for _, v in merged])
+            self._rings[key] = fresh
+
     def values(self, key: Hashable, last: int | None = None) -> list[float]:
         with self._lock:
             ring = self._rings.get(key)

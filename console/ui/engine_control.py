@@ -35,6 +35,13 @@ class EngineControlApp(App[str | None]):
         if engine is None:
             self.notify("select an engine first", severity="warning")
             return
+        snap = self.fleet.engine(engine) if self.fleet else None
+        if snap is not None and snap.source:
+            why = f"read-only: engine comes from Prometheus source {snap.source}"
+            self.notify(f"{why} (enginedeck only reads its metrics there; {verb} it where it runs)",
+                        severity="warning", timeout=15)
+            self.run_worker(lambda: _audit_refusal(verb, engine, why), thread=True)
+            return
         ctl = self.lifecycle
         if ctl is None or not ctl.can_control(engine):
             from console.ui.control import not_managed_message
@@ -44,7 +51,6 @@ class EngineControlApp(App[str | None]):
             self.notify(msg, severity="warning", timeout=15)
             self.run_worker(lambda: _audit_refusal(verb, engine, "not managed by enginedeck"), thread=True)
             return
-        snap = self.fleet.engine(engine) if self.fleet else None
         # Only a live count is worth a warning: an unreachable engine's last values are history.
         live = snap is not None and snap.reachable and not snap.metrics_freshness.stale
         running = snap.total.running if live and snap is not None and snap.total else None

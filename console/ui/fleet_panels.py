@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from console.model import FleetSnapshot, GpuFleet, GpuSnapshot, HostSnapshot, HostView
+from console.model import EngineSnapshot, FleetSnapshot, GpuFleet, GpuSnapshot, HostSnapshot, HostView
 from console.ui import format as fmt
 
 
@@ -116,6 +116,14 @@ def host_line(h: HostSnapshot | None, now: float) -> Text:
     if st:
         t.append(f" · {st}", style=fmt.WARN)
     return t
+
+
+def ask_backfill(source: object, e: EngineSnapshot) -> None:
+    """A chart of an engine read from Prometheus is opening: ask its source for the older history
+    (``query_range``, in the source's own thread; it returns at once, and only the first ask works)."""
+    request = getattr(source, "request_backfill", None) if e.source else None
+    if request is not None:
+        request(e.name)
 
 
 def is_multi_host(fleet: FleetSnapshot) -> bool:

@@ -18,6 +18,7 @@ from console import startup_gc
 from console.config import Config, ConsoleSettings, EngineInstance
 from console.errors import UserError
 from console.hosts import HostTarget
+from console.sources import PromTarget
 
 if TYPE_CHECKING:
     from console.ui.actions import ActionRegistry
@@ -101,6 +102,7 @@ def run_console(
     on_terminal_loss: TerminalLossAction | None = None,
     keys: Mapping[str, Sequence[str]] | None = None,
     hosts: Sequence[HostTarget] = (),
+    sources: Sequence[PromTarget] = (),
 ) -> str | None:
     """Run the console until quit; returns the app's result ("demo" from the setup screen).
 
@@ -111,7 +113,8 @@ def run_console(
     ``keys``: the user's ``[keys]`` (``config.keys`` when not given). ``hosts``: remote hosts
     watched over SSH (``console.remote``) beside these engines, their Docker engines controlled
     through forwarded sockets (``control_remote``); their ssh process groups and tunnels end with
-    the console, at its hard exit too."""
+    the console, at its hard exit too. ``sources``: Prometheus servers (``console.prometheus``) whose
+    engines are shown read-only beside them."""
     from console.alerts.evaluate import evaluator_for
     from console.telemetry.hub import Hub
     from console.ui.terminal_guard import TerminalGuard
@@ -141,11 +144,12 @@ def run_console(
                        gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
                        lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts)
         profiles = {i.profile.name: i.profile for i in instances}
-        if hosts:
+        if hosts or sources:
             from console.profiles import load_profiles
             from console.remote.fleet import RemoteFleet
 
-            hub = RemoteFleet(hosts, local=hub if instances else None, refresh=settings.refresh, tunnels=tunnels)
+            hub = RemoteFleet(hosts, local=hub if instances else None, refresh=settings.refresh, tunnels=tunnels,
+                              sources=sources)
             guard.add_final(hub.kill_streams)
             profiles = {**load_profiles(), **profiles}  # remote engines may be of any profile
         hub.start()

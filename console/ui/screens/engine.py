@@ -19,7 +19,7 @@ from console.model import EngineSnapshot, FleetSnapshot, RawSeries
 from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.engine_strips import STRIPS
-from console.ui.fleet_panels import short_name
+from console.ui.fleet_panels import ask_backfill, short_name
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
@@ -299,6 +299,7 @@ class EngineScreen(DeckScreen):
         src = self.deck.source
         if src is None:
             return
+        ask_backfill(src, e)
         for c in self.query(Chart):
             c.set_values(src.history.values((e.name, c.metric), last=Chart.POINTS))
 

@@ -20,6 +20,7 @@ from console.model import Alert, AlertState, EngineSnapshot, FleetSnapshot, Mode
 from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.fleet_panels import (
+    ask_backfill,
     gpu_cells,
     gpu_text_table,
     gpu_title,
@@ -406,6 +407,7 @@ class OverviewScreen(DeckScreen):
         rows = self.spark_rows()
         out = Text()
         for n, e in enumerate(fleet.engines[:8]):
+            ask_backfill(src, e)
             charts: list[tuple[str, list[str], str]] = []  # (label, one string per row, style)
             for metric, label, hi in series:
                 vals = src.history.values((e.name, metric), last=width) if src is not None else []

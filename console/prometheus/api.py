@@ -1,0 +1,140 @@
+"""The Prometheus HTTP API as this console uses it: ``/federate``, ``/api/v1/targets``, ``query_range``.
+
+Synchronous (``httpx.Client``, called from the source's own threads), bounded by the source's
+timeout, never following redirects; every failure is one ``PromError`` line that names the endpoint
+and never the URL's user:password (the target's ``display``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from console.sources import PromTarget
+
+MAX_POINTS = 11_000  # Prometheus refuses a query_range of more points per series than this
+
+
+class PromError(Exception):
+    """One line: which endpoint failed and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class TargetInfo:
+    """One active scrape target, as ``/api/v1/targets`` lists it."""
+
+    labels: dict[str, str]
+    scrape_url: str
+    health: str  # up | down | unknown
+    last_error: str
+    interval_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    """A ``query_range`` result: per series its labels, and (unix seconds, value or None) pairs."""
+
+    series: tuple[tuple[dict[str, str], tuple[tuple[float, float | None], ...]], ...]
+
+
+def step_for(range_s: float, interval_s: float) -> float:
+    """Seconds between points: the scrape interval, or coarser where the range needs more than
+    ``MAX_POINTS`` (Prometheus' limit per series)."""
+    return float(max(max(1.0, interval_s), math.ceil(range_s / MAX_POINTS)))
+
+
+def duration_s(text: str) -> float:
+    """A Prometheus duration (``1s``, ``15s``, ``1m30s``, ``500ms``) in seconds; 0 when unreadable."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+    total, num, i = 0.0, "", 0
+    while i < len(text):
+        c = text[i]
+        if c.isdigit() or c == ".":
+            num += c
+            i += 1
+            continue
+        unit = "ms" if text.startswith("ms", i) else c
+        if unit not in units or not num:
+            return 0.0
+        total += float(num) * units[unit]
+        num = ""
+        i += len(unit)
+    return total
+
+
+class PromClient:
+    """HTTP calls to one source's server (one connection pool, reused)."""
+
+    def __init__(self, target: PromTarget) -> None:
+        self.target = target
+        self._client = httpx.Client(base_url=target.url, timeout=target.timeout, trust_env=False,
+                                    follow_redirects=False, headers={"Accept-Encoding": "gzip"})
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _get(self, path: str, params: httpx.QueryParams) -> httpx.Response:
+        try:
+            resp = self._client.get(path, params=params)
+        except httpx.TimeoutException:
+            raise PromError(f"{path}: no answer within {self.target.timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            raise PromError(f"{path}: {type(exc).__name__}: {str(exc) or 'failed'}"[:200]) from None
+        if resp.status_code != 200:
+            raise PromError(f"{path}: HTTP {resp.status_code}{_api_error(resp)}")
+        return resp
+
+    def federate(self, matches: Sequence[str]) -> bytes:
+        """The current value of every series of the ``match[]`` selectors (text format)."""
+        return self._get("/federate", httpx.QueryParams([("match[]", m) for m in matches])).content
+
+    def targets(self) -> list[TargetInfo]:
+        doc = _data(self._get("/api/v1/targets", httpx.QueryParams({"state": "active"})), "/api/v1/targets")
+        out = []
+        for t in doc.get("activeTargets") or ():
+            out.append(TargetInfo(labels=dict(t.get("labels") or {}), scrape_url=str(t.get("scrapeUrl") or ""),
+                                  health=str(t.get("health") or "unknown"), last_error=str(t.get("lastError") or ""),
+                                  interval_s=duration_s(str(t.get("scrapeInterval") or ""))))
+        return out
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> Matrix:
+        doc = _data(self._get("/api/v1/query_range", httpx.QueryParams(
+            {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})), "query_range")
+        out = []
+        for s in doc.get("result") or ():
+            points = tuple((float(t), _value(v)) for t, v in s.get("values") or ())
+            out.append((dict(s.get("metric") or {}), points))
+        return Matrix(tuple(out))
+
+
+def _value(text: str) -> float | None:
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _api_error(resp: httpx.Response) -> str:
+    try:
+        doc = orjson.loads(resp.content)
+    except orjson.JSONDecodeError:
+        return ""
+    err = doc.get("error") if isinstance(doc, dict) else None
+    return f": {str(err)[:160]}" if err else ""
+
+
+def _data(resp: httpx.Response, what: str) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(resp.content)
+    except orjson.JSONDecodeError:
+        raise PromError(f"{what}: the answer is not JSON (is this a Prometheus server?)") from None
+    if not isinstance(doc, dict) or doc.get("status") != "success" or not isinstance(doc.get("data"), dict):
+        raise PromError(f"{what}: {str(doc.get('error') if isinstance(doc, dict) else 'unexpected answer')[:160]}")
+    data: dict[str, Any] = doc["data"]
+    return data

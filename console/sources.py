@@ -1,0 +1,140 @@
+"""Metrics sources: ``[sources.NAME] prometheus = "http://prom:9090"`` with a series selector.
+
+A source is a Prometheus server that already scrapes the engines: the console reads their current
+values from its ``/federate`` endpoint, chart history from ``query_range`` and the targets from
+``/api/v1/targets``, and changes nothing (its engines are read-only). This module only says what
+to ask (the target, its selector's matchers); ``console.prometheus`` asks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from console.errors import UserError
+
+# Engine families by name prefix (console/telemetry/recognize.py): the default selector. A server
+# that scraped OpenMetrics from prometheus_client 0.22+ holds ``sglang_x`` for ``sglang:x``.
+DEFAULT_SELECTOR = '{__name__=~"(vllm|sglang|llamacpp)[:_].+|(tgi|trtllm)_.+"}'
+# Labels that name one engine, tried in order: a Kubernetes pod, else the scrape target.
+IDENTITY_LABELS = ("pod", "instance")
+# Labels that give a prefill/decode role: llm-d's ``llm-d.ai/role`` pod label as Kubernetes service
+# discovery spells it (and relabelled), production-stack's, and a plain ``role``.
+ROLE_LABELS = ("llm_d_ai_role", "llmd_role", "role", "model_role")
+# Labels Prometheus adds to every series (with the identity labels): dropped before normalising.
+ADDED_LABELS = ("job", "namespace", "service", "endpoint", "container", "node")
+
+_OPS = ("=~", "!~", "!=", "=")
+_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
+_METRIC = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+Matcher = tuple[str, str, str]  # (label, op, value as written between the quotes)
+
+
+def parse_selector(text: str, *, where: str = "selector") -> tuple[Matcher, ...]:
+    """``name{label="v", other=~"re"}`` (either part may be absent) -> its matchers; a metric name
+    becomes ``__name__="name"``. One-line UserError on anything else."""
+    s = text.strip()
+    brace = s.find("{")
+    name, body = (s, "") if brace == -1 else (s[:brace].strip(), s[brace:])
+    out: list[Matcher] = []
+    if name:
+        if not _METRIC.fullmatch(name):
+            raise UserError(f"{where} {text!r}: {name!r} is not a metric name")
+        out.append(("__name__", "=", name))
+    if body:
+        if not body.endswith("}"):
+            raise UserError(f"{where} {text!r}: no closing '}}'")
+        inner = body[1:-1].strip()
+        pos = 0
+        while pos < len(inner):
+            m = _MATCHER.match(inner, pos)
+            if not m or m.end() == pos:
+                raise UserError(f"{where} {text!r}: expected label=\"value\" (or !=, =~, !~) at {inner[pos:][:20]!r}")
+            out.append((m.group(1), m.group(2), m.group(3)))
+            pos = m.end()
+    if not out:
+        raise UserError(f"{where} {text!r}: empty; give e.g. {{job=\"vllm\"}}")
+    return tuple(out)
+
+
+def matchers_text(matchers: tuple[Matcher, ...]) -> str:
+    """The matchers inside braces, comma-joined (no braces)."""
+    return ",".join(f'{k}{op}"{v}"' for k, op, v in matchers)
+
+
+@dataclass(frozen=True)
+class PromTarget:
+    """One ``[sources.NAME]``: a Prometheus server and which of its series are engines."""
+
+    name: str
+    url: str  # base URL, without a trailing slash (may hold user:password, never shown)
+    selector: str = DEFAULT_SELECTOR
+    identity: tuple[str, ...] = IDENTITY_LABELS
+    role_labels: tuple[str, ...] = ROLE_LABELS
+    profile: str | None = None  # force one profile; None: from each engine's metric names
+    period: float = 1.0  # seconds between /federate reads
+    history_s: float = 900.0  # chart backfill from query_range (15 min)
+    timeout: float = 5.0
+
+    @property
+    def matchers(self) -> tuple[Matcher, ...]:
+        return parse_selector(self.selector)
+
+    @property
+    def label_matchers(self) -> tuple[Matcher, ...]:
+        """The selector's matchers without ``__name__`` (what each query adds to its metric name)."""
+        return tuple(m for m in self.matchers if m[0] != "__name__")
+
+    @property
+    def display(self) -> str:
+        """The URL without user:password (what screens, logs and documents show)."""
+        return display_url(self.url)
+
+
+def display_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def check_url(url: str, *, where: str = "prometheus") -> str:
+    """An http(s) base URL with a host and no query: the server's root (``/federate`` is added)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UserError(f"{where} {display_url_safe(url)!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"{where} {display_url_safe(url)!r}: expected an http(s) URL like http://prom:9090")
+    if parts.query or parts.fragment:
+        raise UserError(f"{where} {display_url_safe(url)!r}: give the server's base URL, without ?query")
+    if port is not None and not 1 <= port <= 65535:
+        raise UserError(f"{where} {display_url_safe(url)!r}: port out of range")
+    return url.rstrip("/")
+
+
+def display_url_safe(url: str) -> str:
+    """``display_url`` that never raises (for error messages about a malformed URL)."""
+    try:
+        return display_url(url)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//", url)
+
+
+def source_name_ok(name: str) -> bool:
+    return bool(_NAME.match(name))
+
+
+def role_of(value: str) -> str:
+    """A role label's value as the console shows it: prefill, decode, both, or the value itself."""
+    v = value.strip().lower()
+    for role in ("prefill", "decode", "both"):
+        if role in v:
+            return role
+    return v[:16]
