@@ -64,6 +64,7 @@ class HostStream:
         self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self._bad_lines = 0
         self.connects = 0  # ssh runs started (tests read it)
+        self.documents = 0  # status documents read (benchmarks/remote_cost.py reads it)
 
     # -- life ------------------------------------------------------------------------------------
 
@@ -251,6 +252,7 @@ class HostStream:
                 self._last_doc_at = now
                 self._stale_since = None
                 self._reason = ""
+                self.documents += 1
             if not got.is_set():
                 got.set()
                 self._changed()  # fresh again: publish now (later documents wait for the next refresh)
