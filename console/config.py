@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from console.errors import ConfigError, UserError
 from console.hosts import DEFAULT_COMMAND, HostTarget, check_command, host_name_ok, parse_destination
@@ -28,7 +28,9 @@ from console.sources import (
     DEFAULT_SELECTOR,
     IDENTITY_LABELS,
     ROLE_LABELS,
+    KubeTarget,
     PromTarget,
+    check_label_selector,
     check_url,
     parse_selector,
     source_name_ok,
@@ -189,19 +191,29 @@ class HostConfig(_Strict):
 
 
 class SourceConfig(_Strict):
-    """``[sources.NAME]``: a Prometheus server that scrapes the engines (read-only)."""
+    """``[sources.NAME]``: a Prometheus server that scrapes the engines, or a Kubernetes API server
+    whose pods they are (read-only either way)."""
 
-    prometheus: str  # its base URL, e.g. http://prom:9090
-    selector: str = DEFAULT_SELECTOR  # which series are engines'
+    prometheus: str | None = None  # its base URL, e.g. http://prom:9090
+    kubernetes: str | None = None  # the API server's URL, e.g. https://api:6443
+    selector: str | None = None  # Prometheus: which series are engines'; Kubernetes: a label selector
     identity: list[str] = Field(default_factory=lambda: list(IDENTITY_LABELS), min_length=1)
     role_labels: list[str] = Field(default_factory=lambda: list(ROLE_LABELS))
     profile: str | None = None  # one profile for every engine; default: from the metric names
-    period: float = Field(default=1.0, ge=0.2, le=60)  # seconds between /federate reads
-    history: str = "15m"  # chart backfill from query_range
+    period: float = Field(default=1.0, ge=0.2, le=60)  # seconds between reads
+    history: str = "15m"  # chart backfill from query_range (Prometheus)
+    # Kubernetes only: the environment variable holding the bearer token (never the token itself),
+    # the CA bundle of the server's certificate, one namespace (default: all), seconds between lists.
+    token_env: str | None = None
+    ca_file: str | None = None
+    namespace: str | None = None
+    list_every: float = Field(default=5.0, ge=1, le=600)
 
-    @field_validator("prometheus")
+    @field_validator("prometheus", "kubernetes")
     @classmethod
-    def _url(cls, v: str) -> str:
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
         try:
             return check_url(v, where="URL")
         except UserError as exc:
@@ -209,11 +221,22 @@ class SourceConfig(_Strict):
 
     @field_validator("selector")
     @classmethod
-    def _selector(cls, v: str) -> str:
+    def _selector(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            return None
         try:
+            if info.data.get("kubernetes") is not None:
+                return check_label_selector(v)
             parse_selector(v)
         except UserError as exc:
             raise ValueError(exc.message) from None
+        return v
+
+    @field_validator("token_env")
+    @classmethod
+    def _token_env(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError("give the NAME of an environment variable that holds the token, never the token")
         return v
 
     @field_validator("history")
@@ -222,10 +245,22 @@ class SourceConfig(_Strict):
         parse_duration(v)
         return v
 
-    def target(self, name: str) -> PromTarget:
-        return PromTarget(name=name, url=self.prometheus, selector=self.selector, identity=tuple(self.identity),
-                          role_labels=tuple(self.role_labels), profile=self.profile, period=self.period,
-                          history_s=parse_duration(self.history))
+    @model_validator(mode="after")
+    def _kind(self) -> SourceConfig:
+        if (self.prometheus is None) == (self.kubernetes is None):
+            raise ValueError("give one of prometheus = URL or kubernetes = URL")
+        if self.prometheus is not None and (self.token_env or self.ca_file or self.namespace):
+            raise ValueError("token_env, ca_file and namespace are for a kubernetes source")
+        return self
+
+    def target(self, name: str) -> PromTarget | KubeTarget:
+        if self.kubernetes is not None:
+            return KubeTarget(name=name, url=self.kubernetes, token_env=self.token_env, ca_file=self.ca_file,
+                              namespace=self.namespace, selector=self.selector, profile=self.profile,
+                              period=self.period, list_every=self.list_every)
+        return PromTarget(name=name, url=self.prometheus or "", selector=self.selector or DEFAULT_SELECTOR,
+                          identity=tuple(self.identity), role_labels=tuple(self.role_labels), profile=self.profile,
+                          period=self.period, history_s=parse_duration(self.history))
 
 
 class ConfigFile(_Strict):
@@ -298,7 +333,7 @@ class Config:
     # [keys]: action id -> its keys in Textual's names (they replace the action's own; () unbinds it).
     keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     hosts: tuple[HostTarget, ...] = ()  # [hosts.NAME]: remote machines watched over SSH
-    sources: tuple[PromTarget, ...] = ()  # [sources.NAME]: Prometheus servers (read-only engines)
+    sources: tuple[PromTarget | KubeTarget, ...] = ()  # [sources.NAME]: Prometheus / Kubernetes (read-only)
 
     def instance(self, name: str) -> EngineInstance:
         for inst in self.instances:

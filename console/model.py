@@ -355,7 +355,7 @@ class HostView:
     host: HostSnapshot | None = None
     gpus: GpuFleet = GpuFleet()
     engines: int = 0  # engines in its last document
-    kind: str = "ssh"  # "ssh" ([hosts.NAME]) or "prometheus" ([sources.NAME], read-only)
+    kind: str = "ssh"  # "ssh" ([hosts.NAME]), "prometheus" or "kubernetes" ([sources.NAME], read-only)
 
     def doc_age(self, now: float) -> float | None:
         return None if self.last_doc_at is None else max(0.0, now - self.last_doc_at)

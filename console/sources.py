@@ -138,3 +138,54 @@ def role_of(value: str) -> str:
         if role in v:
             return role
     return v[:16]
+
+
+# Kubernetes label selectors: ``key``, ``!key``, ``key=v``, ``key==v``, ``key!=v``, ``key in (a,b)``,
+# ``key notin (a,b)``, comma-joined (what the API server's ``labelSelector`` takes).
+_LABEL_KEY = r"(?:[A-Za-z0-9.-]+/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?"
+_LABEL_REQ = re.compile(
+    rf"\s*(!?{_LABEL_KEY}|{_LABEL_KEY}\s*(?:==|=|!=)\s*[A-Za-z0-9_.-]*|{_LABEL_KEY}\s+(?:in|notin)\s*\([^()]*\))\s*")
+
+
+def check_label_selector(text: str, *, where: str = "selector") -> str:
+    """A Kubernetes label selector as the API server's ``labelSelector`` takes it; one-line
+    UserError on anything else (a Prometheus ``{...}`` selector here is a common slip)."""
+    s = text.strip()
+    if not s:
+        raise UserError(f"{where}: empty; give e.g. app.kubernetes.io/name=vllm")
+    depth, start, parts = 0, 0, []
+    for i, c in enumerate(s):  # split on the commas outside ( )
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if c == "," and depth == 0:
+            parts.append(s[start:i])
+            start = i + 1
+    parts.append(s[start:])
+    for p in parts:
+        if not _LABEL_REQ.fullmatch(p):
+            raise UserError(f"{where} {text!r}: {p.strip()!r} is not a label requirement "
+                            "(key, !key, key=value, key!=value, key in (a,b))")
+    return s
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """One ``[sources.NAME] kubernetes = URL``: an API server, where to look and how to log in.
+
+    The bearer token is named by ``token_env`` (an environment variable) and read when a request
+    is made; it is never held in the configuration, shown, logged or exported."""
+
+    name: str
+    url: str  # the API server's base URL (https://api:6443); no user:password
+    token_env: str | None = None
+    ca_file: str | None = None  # PEM bundle that signs the server's certificate; None: the system's
+    namespace: str | None = None  # None: every namespace (/api/v1/pods)
+    selector: str | None = None  # None: the engines' known labels (console.kube.labels)
+    profile: str | None = None  # one profile for every pod; None: image, label, then metric names
+    period: float = 1.0  # seconds between metrics reads
+    list_every: float = 5.0  # seconds between pod lists
+    timeout: float = 5.0
+    kubectl: str = "kubectl"  # for logs
+
+    @property
+    def display(self) -> str:
+        return display_url(self.url)

@@ -234,14 +234,15 @@ def status_doc(snap: FleetSnapshot) -> dict[str, Any]:
 
 
 def host_view_doc(h: HostView, now: float) -> dict[str, Any]:
-    """One remote host and its status stream, or a Prometheus source (docs/status-json.md, "hosts")."""
+    """One remote host and its status stream, or a Prometheus or Kubernetes source (docs/status-json.md, "hosts")."""
     age = h.doc_age(now)
-    prom = h.kind == "prometheus"
+    prom, kube = h.kind == "prometheus", h.kind == "kubernetes"
     return {
         "name": h.name,
         "kind": h.kind,
-        "ssh": None if prom else h.destination,
+        "ssh": None if prom or kube else h.destination,
         "prometheus": h.destination if prom else None,
+        "kubernetes": h.destination if kube else None,
         "state": h.freshness.state.value,
         "reason": h.freshness.reason or None,
         "last_document_age_s": None if age is None else round(age, 3),

@@ -6,6 +6,8 @@ the host went silent), so a dead host is shown stale within a fraction of a seco
 known. History is kept as the hub keeps it (``hub.record``), under the qualified ``HOST/NAME`` engine names.
 A Prometheus source (``[sources.NAME]``, ``console.prometheus``) joins as a host does, its engines
 ``SOURCE/IDENT``; their older chart history comes from its ``query_range`` on ``request_backfill``.
+A Kubernetes source (``console.kube``) joins the same way, its engines ``SOURCE/POD``; ``log_tail``
+gives their ``kubectl logs``.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from console.telemetry.hub import Hub, record
 from console.telemetry.source import Listener, PayloadListener
 
 if TYPE_CHECKING:
+    from console.kube.source import KubeSource
     from console.prometheus.source import PromSource
-    from console.sources import PromTarget
+    from console.sources import KubeTarget, PromTarget
 
 
 class RemoteFleet:
@@ -40,7 +43,7 @@ class RemoteFleet:
 
     def __init__(self, hosts: Sequence[HostTarget], *, local: Hub | None = None, refresh: float = 1.0,
                  ssh: str = "ssh", scrubber: Scrubber | None = None, history_capacity: int = 3600,
-                 tunnels: Tunnels | None = None, sources: Sequence[PromTarget] = (),
+                 tunnels: Tunnels | None = None, sources: Sequence[PromTarget | KubeTarget] = (),
                  profiles: Mapping[str, EngineProfile] | None = None) -> None:
         self.history = History(capacity=history_capacity)
         self.tunnels = tunnels if tunnels is not None else Tunnels(ssh=ssh, scrubber=scrubber)
@@ -56,13 +59,19 @@ class RemoteFleet:
         self._thread: threading.Thread | None = None
         self.streams: list[Any] = [HostStream(h, ssh=ssh, scrubber=scrubber, on_change=self._wake.set) for h in hosts]
         self.sources: list[PromSource] = []
+        self.kube_sources: list[KubeSource] = []
         if sources:
+            from console.kube.source import KubeSource
             from console.profiles import load_profiles
             from console.prometheus.source import PromSource
+            from console.sources import KubeTarget
 
             table = dict(profiles) if profiles is not None else load_profiles()
-            self.sources = [PromSource(t, table, on_change=self._wake.set) for t in sources]
-            self.streams += self.sources
+            self.sources = [PromSource(t, table, on_change=self._wake.set) for t in sources
+                            if not isinstance(t, KubeTarget)]
+            self.kube_sources = [KubeSource(t, table, on_change=self._wake.set) for t in sources
+                                 if isinstance(t, KubeTarget)]
+            self.streams += self.sources + self.kube_sources
         self._latest = merge(local.latest() if local else None, [s.view() for s in self.streams], time.time())
 
     # -- FleetSource -----------------------------------------------------------------------------
@@ -159,7 +168,17 @@ class RemoteFleet:
 
     def source_of(self, engine: str) -> str | None:
         """The [sources.NAME] an engine is read from; None for this machine's and SSH hosts' engines."""
-        return next((s.target.name for s in self.sources if engine.startswith(s.target.name + "/")), None)
+        every: list[PromSource | KubeSource] = [*self.sources, *self.kube_sources]
+        return next((s.target.name for s in every if engine.startswith(s.target.name + "/")), None)
+
+    def log_tail(self, engine: str, n: int = 200) -> tuple[list[str], str] | None:
+        """A Kubernetes source's pod logs (``kubectl logs``, read in the source's log thread):
+        (lines, "") or ([], why there are none); None: not read yet, or not such an engine."""
+        for src in self.kube_sources:
+            prefix = src.target.name + "/"
+            if engine.startswith(prefix):
+                return src.log_tail(engine[len(prefix):], n)
+        return None
 
     def wait_hosts(self, deadline: float) -> None:
         """Until every host has sent a document or failed with a reason (``time.monotonic`` deadline)."""

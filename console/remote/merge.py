@@ -46,7 +46,7 @@ def _engine(e: EngineSnapshot, view: HostView, gpu_map: dict[int, int]) -> Engin
 
 
 def _what(view: HostView) -> str:
-    return "source" if view.kind == "prometheus" else "host"
+    return "source" if view.kind in ("prometheus", "kubernetes") else "host"
 
 
 def _gpu(g: GpuSnapshot, view: HostView, index: int) -> GpuSnapshot:

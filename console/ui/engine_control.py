@@ -18,6 +18,8 @@ from console.ui.control import LifecycleControl
 from console.ui.messages import LifecycleDone
 from console.ui.screens.base import DeckScreen
 
+_KINDS = {"prometheus": "Prometheus", "kubernetes": "Kubernetes"}
+
 
 class EngineControlApp(App[str | None]):
     """Engine control for the console app; the app sets these attributes."""
@@ -37,7 +39,8 @@ class EngineControlApp(App[str | None]):
             return
         snap = self.fleet.engine(engine) if self.fleet else None
         if snap is not None and snap.source:
-            why = f"read-only: engine comes from Prometheus source {snap.source}"
+            kind = next((h.kind for h in self.fleet.hosts if h.name == snap.source), "") if self.fleet else ""
+            why = f"read-only: engine comes from {_KINDS.get(kind, 'Prometheus')} source {snap.source}"
             self.notify(f"{why} (enginedeck only reads its metrics there; {verb} it where it runs)",
                         severity="warning", timeout=15)
             self.run_worker(lambda: _audit_refusal(verb, engine, why), thread=True)

@@ -18,7 +18,7 @@ from console import startup_gc
 from console.config import Config, ConsoleSettings, EngineInstance
 from console.errors import UserError
 from console.hosts import HostTarget
-from console.sources import PromTarget
+from console.sources import KubeTarget, PromTarget
 
 if TYPE_CHECKING:
     from console.ui.actions import ActionRegistry
@@ -102,7 +102,7 @@ def run_console(
     on_terminal_loss: TerminalLossAction | None = None,
     keys: Mapping[str, Sequence[str]] | None = None,
     hosts: Sequence[HostTarget] = (),
-    sources: Sequence[PromTarget] = (),
+    sources: Sequence[PromTarget | KubeTarget] = (),
 ) -> str | None:
     """Run the console until quit; returns the app's result ("demo" from the setup screen).
 
@@ -113,8 +113,8 @@ def run_console(
     ``keys``: the user's ``[keys]`` (``config.keys`` when not given). ``hosts``: remote hosts
     watched over SSH (``console.remote``) beside these engines, their Docker engines controlled
     through forwarded sockets (``control_remote``); their ssh process groups and tunnels end with
-    the console, at its hard exit too. ``sources``: Prometheus servers (``console.prometheus``) whose
-    engines are shown read-only beside them."""
+    the console, at its hard exit too. ``sources``: Prometheus servers (``console.prometheus``) or
+    Kubernetes API servers (``console.kube``) whose engines are shown read-only beside them."""
     from console.alerts.evaluate import evaluator_for
     from console.telemetry.hub import Hub
     from console.ui.terminal_guard import TerminalGuard

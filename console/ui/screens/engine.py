@@ -269,11 +269,21 @@ class EngineScreen(DeckScreen):
                 widget.update(text if text is not None else "")
 
     def _show_logs(self) -> None:
-        """The last lines the lifecycle manager holds in memory (no Docker call from here)."""
+        """The last lines the lifecycle manager holds in memory (no Docker call from here), or a
+        Kubernetes source's ``kubectl logs`` (read in its thread; here only what it last read)."""
         ctl = self.deck.lifecycle
         lines = ctl.log_tail(self.engine, LOG_LINES) if ctl is not None else None
+        kube = getattr(self.deck.source, "log_tail", None)
+        got = kube(self.engine, LOG_LINES) if lines is None and kube is not None else None
         out = Text()
-        if lines is None:
+        if got is not None and not got[0]:
+            out.append("No logs here: ", style="bold")
+            out.append(got[1] or "the pod wrote no log output yet", style="dim")
+        elif got is not None:
+            out.append("\n".join(line[:400] for line in got[0][-LOG_LINES:]))
+        elif lines is None and kube is not None and getattr(self.deck.source, "source_of", _none)(self.engine):
+            out.append("reading the pod's logs with kubectl logs ...", style="dim")
+        elif lines is None:
             out.append("No logs here: ", style="bold")
             out.append(
                 "engine logs come from enginedeck's engine control (docker logs / process output), and this "
@@ -437,3 +447,7 @@ ACTIONS: Sequence[Action] = (
 )
 
 register_screen(ScreenSpec("engine", "Engine detail", _screen, tuple(ACTIONS), needs_engine=True, kept=True))
+
+
+def _none(_engine: str) -> None:
+    return None
