@@ -9,12 +9,14 @@
 #   llama-server (built once, cached in ~/.cache/enginedeck) + tiny GGUF model
 #   promtool and the Prometheus server (Debian's prometheus package)
 #   OpenSSH server and client (Debian's openssh-server), for real sshd servers on 127.0.0.1
+#   kubectl (Debian's kubernetes-client), for the Kubernetes source's logs test
 # Explicit opt-outs, for machines without root/Docker or without time for the 5-min llama.cpp build:
 #   ENGINEDECK_SKIP_DOCKER=1     skip Docker provisioning; tests marked `docker` are reported as skipped
 #   ENGINEDECK_SKIP_LLAMACPP=1   same for llama.cpp and tests marked `llamacpp`
 #   ENGINEDECK_SKIP_PROMTOOL=1   same for Prometheus' promtool and tests marked `promtool`
 #   ENGINEDECK_SKIP_SSH=1        same for OpenSSH and tests marked `ssh`
 #   ENGINEDECK_SKIP_PROMETHEUS=1 skip the tests marked `prometheus` (a real server; provisioned with promtool)
+#   ENGINEDECK_SKIP_KUBECTL=1    same for kubectl and the test that runs it
 # Without them a missing service is a test failure, never a silent skip.
 # Pre-set ENGINEDECK_LLAMA_SERVER + ENGINEDECK_TINY_GGUF (existing files) are used as they are.
 set -euo pipefail
@@ -80,6 +82,7 @@ if [ -n "$llama_pid" ]; then
 fi
 provision promtool promtool ENGINEDECK_SKIP_PROMTOOL
 provision ssh sshd ENGINEDECK_SKIP_SSH
+provision kubectl kubectl ENGINEDECK_SKIP_KUBECTL
 for s in ${skipped[@]+"${skipped[@]}"}; do
   echo "test.sh: SKIPPED service $s - its tests will be reported as skipped" >&2
 done

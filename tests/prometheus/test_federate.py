@@ -13,7 +13,7 @@ from console.profiles import load_profiles
 from console.prometheus.api import MAX_POINTS, Matrix, duration_s, step_for
 from console.prometheus.backfill import grid, queries_for
 from console.prometheus.federate import profile_for, split_federate
-from console.sources import display_url, parse_selector
+from console.sources import PromTarget, display_url, parse_selector
 from console.telemetry.history import History
 from console.telemetry.normalize import normalize
 
@@ -91,6 +91,7 @@ def test_sources_in_the_config() -> None:
     cfg = parse_config({"sources": {"prom": {"prometheus": "http://me:pw@prom:9090/", "selector": '{job="vllm"}',
                                              "history": "30m"}}}, "c.toml")
     (src,) = cfg.sources
+    assert isinstance(src, PromTarget)
     assert src.url == "http://me:pw@prom:9090" and src.history_s == 1800
     assert src.label_matchers == (("job", "=", "vllm"),)
     assert src.display == "http://prom:9090"  # never the password
