@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 
 from rich.console import Console
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from console.model import FleetSnapshot, Freshness, HostView, SourceState
@@ -38,7 +39,7 @@ class PromFrozenSource(FrozenSource):
 
 
 def src_fleet(app: DeckApp) -> FleetSnapshot:
-    fleet = app.screen.deck.fleet
+    fleet = app.fleet
     assert fleet is not None
     return fleet
 
@@ -77,14 +78,14 @@ async def test_a_single_source_shows_its_host_column_and_the_roles(make_app: App
         table: DataTable[object] = app.screen.query_one("#engines", DataTable)
         keys = [c.value for c in table.columns]
         assert keys[:3] == ["host", "name", "role"], keys
-        cells = {str(table.get_cell_at((r, 2))) for r in range(table.row_count)}
+        cells = {str(table.get_cell_at(Coordinate(r, 2))) for r in range(table.row_count)}
         assert {"prefill", "decode"} <= cells, cells
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, EngineScreen)
         e = next(e for e in src_fleet(app).engines if e.role)
         console = Console(width=160, record=True)
-        console.print(identity_table(e, app.screen.deck, time.time()))
+        console.print(identity_table(e, app, time.time()))
         text = console.export_text()
         assert "read-only: read from Prometheus source prom" in text, text
         assert re.search(r"role\s+(prefill|decode)", text), text
