@@ -97,3 +97,13 @@ async def test_no_role_no_role_column(make_app: AppFactory) -> None:
         await pilot.pause()
         keys = [c.value for c in app.screen.query_one("#engines", DataTable).columns]
         assert "host" in keys and "role" not in keys
+
+
+async def test_roles_that_do_not_fit_80x24_leave_the_rows_drawn(make_app: AppFactory) -> None:
+    app = make_app(PromFrozenSource(roles=("prefill", "decode")))
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(3):  # refreshes: the table is not refitted (and emptied) on each
+            await pilot.pause(0.3)
+        table: DataTable[object] = app.screen.query_one("#engines", DataTable)
+        assert "host" in [c.value for c in table.columns]
+        assert table.row_count == len(src_fleet(app).engines)

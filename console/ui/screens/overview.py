@@ -181,6 +181,7 @@ class OverviewScreen(DeckScreen):
         self._shown: list[Column] = []
         self._shown_name_w = 0
         self._health_w = 0
+        self._role_eligible = False  # an engine has a role (the role column may show)
         self._row_order: list[str] = []
         self._cells: dict[str, list[tuple[str, str]]] = {}
 
@@ -241,8 +242,8 @@ class OverviewScreen(DeckScreen):
         health_w = next(c.width for c in COLUMNS if c.key == "phase")
         grown = False
         fleet = self.deck.fleet
-        hidden = ({"host"} if not self._multi_host() else set()) | (
-            {"role"} if fleet is None or not any(e.role for e in fleet.engines) else set())
+        self._role_eligible = fleet is not None and any(e.role for e in fleet.engines)
+        hidden = ({"host"} if not self._multi_host() else set()) | ({"role"} if not self._role_eligible else set())
         columns = [c for c in COLUMNS if c.key not in hidden]
         for c in sorted(columns, key=lambda c: c.priority):
             if not grown and c.priority > HEALTH_GROWS_AFTER:
@@ -333,7 +334,7 @@ class OverviewScreen(DeckScreen):
                     t.stylize(tint)
             rows[e.name] = cells
         order = [e.name for e in engines]
-        roles = any(e.role for e in fleet.engines) != any(c.key == "role" for c in cols)
+        roles = any(e.role for e in fleet.engines) != self._role_eligible  # a role came or went
         if order != self._row_order and (self._name_width() != self._shown_name_w or hosts != self._multi_host()
                                          or roles):
             self._fit_columns()
