@@ -21,6 +21,7 @@ from console.profiles import EngineProfile, MetricMapping
 from console.prometheus.api import Matrix
 from console.prometheus.federate import present_name
 from console.sources import Matcher, matchers_text
+from console.telemetry.windows import QUANTILE_WINDOW, histogram_quantile
 
 GAUGES = (("running", "running"), ("waiting", "waiting"), ("kv_usage", "kv_usage"))
 RATES = (("generation_tps", "generation_tokens"), ("prompt_tps", "prompt_tokens"),
@@ -29,12 +30,37 @@ QUANTILES = (("ttft", "ttft"), ("itl", "itl"), ("e2e", "e2e"))
 _AGG = {"sum": "sum", "max": "max", "mean": "avg"}
 
 
+@dataclass(slots=True)
+class Split:
+    """Where one backfill's time went: the wall time, and summed over its queries (run in
+    parallel, so the sums can exceed it) the requests, their JSON decoding and the filling of
+    the history."""
+
+    wall_s: float = 0.0
+    queries: int = 0
+    points: int = 0
+    fetch_s: float = 0.0
+    decode_s: float = 0.0
+    fill_s: float = 0.0
+
+    def line(self) -> str:
+        """One line for a benchmark or a log."""
+        return (f"{self.wall_s:.3f} s wall: {self.queries} queries, {self.points} points; summed over the queries "
+                f"{self.fetch_s:.3f} s waiting for Prometheus, {self.decode_s:.3f} s decoding JSON, "
+                f"{self.fill_s:.3f} s filling the history")
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
-    """One history series of every engine of a group: its key and PromQL."""
+    """One history series of every engine of a group: its key and PromQL. A histogram's query has
+    ``quantiles`` instead: it reads the raw cumulative bucket counts (``window_s`` more before the
+    range), from which ``bucket_quantiles`` makes those series (name, quantile)."""
 
-    series: str  # the history metric (running, ttft_p99 ...)
+    series: str  # the history metric (running, ttft_p99 ...; a histogram: its prefix, ttft ...)
     promql: str
+    quantiles: tuple[tuple[str, float], ...] = ()
+    window_s: float = 0.0
+    scale: float = 1.0
 
 
 def _re_escape(v: str) -> str:
@@ -100,11 +126,12 @@ def queries_for(profile: EngineProfile, families: set[str], base: tuple[Matcher,
         name = present_name(m.names, families, "_bucket") if m is not None and m.kind == "histogram" else None
         if m is None or name is None:
             continue
-        w = _window(60.0, interval)
-        rate = f"sum by ({ident}, le) (rate({_selector(name + '_bucket', base, m, who)}[{w}]))"
-        scale = f" * {m.scale:g}" if m.scale != 1 else ""
-        for q in (0.5, 0.99):
-            out.append(Query(f"{prefix}_p{round(q * 100)}", f"histogram_quantile({q:g}, {rate}){scale}"))
+        # The raw counts, not histogram_quantile(sum by (ID, le) (rate(...))): that costs Prometheus
+        # a per-step aggregation of every bucket series twice (p50, p99), most of the backfill's
+        # time (benchmarks/prom_backfill.py); the deltas are the console's own 60 s window.
+        qs = ((f"{prefix}_p50", 0.5), (f"{prefix}_p99", 0.99))
+        sel = _selector(name + "_bucket", base, m, who)
+        out.append(Query(prefix, sel, quantiles=qs, window_s=max(QUANTILE_WINDOW, interval), scale=m.scale))
     return out
 
 
@@ -141,17 +168,92 @@ def grid(matrix: Matrix, ident: str, start: float, end: float, step: float
     n = round((end - start) / step) + 1
     times = [start + k * step for k in range(n)]
     out: dict[str, tuple[list[float], list[float | None]]] = {}
-    for labels, points in matrix.series:
+    for labels, ts, vs in matrix.series:
         who = labels.get(ident)
         if who is None:
             continue
-        values: list[float | None] = [None] * n
-        for t, v in points:
-            k = round((t - start) / step)
-            if 0 <= k < n:
-                values[k] = v
-        out[who] = (times, values)
+        out[who] = (times, _on_grid(ts, vs, start, step, n))
     return out
+
+
+def _on_grid(ts: tuple[float, ...], vs: tuple[float | None, ...], start: float, step: float, n: int
+             ) -> list[float | None]:
+    """``vs`` at their steps of the ``n``-step grid from ``start``; None at the steps without."""
+    if len(ts) == n and (not n or (ts[0] == start and ts[-1] == start + (n - 1) * step)):
+        return list(vs)  # every step there (the usual case): nothing to place
+    values: list[float | None] = [None] * n
+    for t, v in zip(ts, vs, strict=True):
+        k = round((t - start) / step)
+        if 0 <= k < n:
+            values[k] = v
+    return values
+
+
+def bucket_quantiles(matrix: Matrix, ident: str, start: float, end: float, step: float, query: Query
+                     ) -> dict[str, dict[str, tuple[list[float], list[float | None]]]]:
+    """Each engine's ``query.quantiles`` series on the step grid from ``start`` to ``end``, from
+    the raw bucket counts in ``matrix`` (which starts ``query.window_s`` earlier): at each step the
+    increase of every bucket since the newest sample at least the window older, the engine's series
+    summed per bound, interpolated by the live path's ``histogram_quantile``. A step where a series
+    dropped (a reset) or is not there at the step is a gap; a series not there at the window's
+    start counts from 0 (born since) when the engine had others then, and from its first sample
+    when the engine had none (the console's start-up rule)."""
+    lag = math.ceil(query.window_s / step - 1e-9)
+    first = start - lag * step
+    n = round((end - start) / step) + 1
+    rows: dict[str, dict[float, list[list[float | None]]]] = {}
+    for labels, ts, vs in matrix.series:
+        who, le = labels.get(ident), labels.get("le")
+        try:
+            bound = float(le) if le is not None else None
+        except ValueError:
+            bound = None
+        if who is None or bound is None:
+            continue
+        rows.setdefault(who, {}).setdefault(bound, []).append(_on_grid(ts, vs, first, step, n + lag))
+    times = [start + k * step for k in range(n)]
+    out: dict[str, dict[str, tuple[list[float], list[float | None]]]] = {}
+    for who, by_bound in rows.items():
+        bounds = tuple(sorted(by_bound))
+        # At the window's start: had the engine any series? (a series missing then was born since)
+        then = [any(r[k] is not None for c in by_bound.values() for r in c) for k in range(n)] if lag else [True] * n
+        deltas = [_summed([_delta(r, lag, n, then) for r in by_bound[b]]) for b in bounds]
+        series: dict[str, list[float | None]] = {name: [None] * n for name, _q in query.quantiles}
+        for k, counts in enumerate(zip(*deltas, strict=True)):
+            if None in counts:
+                continue
+            for name, q in query.quantiles:
+                value, _capped = histogram_quantile(q, bounds, counts)  # type: ignore[arg-type]
+                if value is not None and math.isfinite(value):
+                    series[name][k] = value * query.scale
+        out[who] = {name: (times, vals) for name, vals in series.items()}
+    return out
+
+
+def _delta(r: list[float | None], lag: int, n: int, then: list[bool]) -> list[float | None]:
+    """The increase of one series over each window (``lag`` steps; 0: the values are increases
+    already); None where it is not there, dropped (a reset), or nothing of the engine was there."""
+    if not lag:
+        return r[:n]
+    # Before the window reaches back to the first sample, the window is from that sample (the
+    # console's start-up rule: the oldest frame is used).
+    first = next((i for i, v in enumerate(r) if v is not None), len(r))
+    out: list[float | None] = []
+    for k, (new, old, was) in enumerate(zip(r[lag:], r[:n], then, strict=True)):
+        if old is None and not was and k < first < k + lag:
+            old = r[first]
+        if new is None or (old is None and not was) or (old is not None and new < old):
+            out.append(None)
+        else:
+            out.append(new - (old or 0.0))
+    return out
+
+
+def _summed(cols: list[list[float | None]]) -> list[float | None]:
+    """Element-wise sum of same-length columns; None where any is None."""
+    if len(cols) == 1:
+        return cols[0]
+    return [None if None in vs else sum(vs) for vs in zip(*cols, strict=True)]  # type: ignore[arg-type]
 
 
 def group_by_profile(engines: Mapping[str, tuple[EngineProfile, str]]) -> dict[tuple[str, str], list[str]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -35,10 +36,10 @@ from console.model import (
 )
 from console.profiles import EngineProfile
 from console.prometheus.api import PromClient, PromError, TargetInfo, step_for
-from console.prometheus.backfill import Query, grid, group_by_profile, queries_for
+from console.prometheus.backfill import Query, Split, bucket_quantiles, grid, group_by_profile, queries_for
 from console.prometheus.federate import EngineText, profile_for, split_federate
 from console.sources import PromTarget, matchers_text
-from console.telemetry.history import History
+from console.telemetry.history import CHART_POINTS, History
 from console.telemetry.normalize import normalize
 from console.telemetry.windows import EngineMetricsState
 
@@ -49,6 +50,7 @@ DISCOVER_EVERY = 10  # federate reads between target listings
 SLACK_S = 1.0
 FORGET_AFTER_S = 300.0  # an engine gone from Prometheus this long is dropped from view
 BACKFILL_WORKERS = 8  # query_range requests in flight at once
+BACKFILL_POINTS = CHART_POINTS  # no chart draws more: older points would cost the server and never show
 
 
 @dataclass
@@ -86,6 +88,7 @@ class PromSource:
         self._backfilling: threading.Thread | None = None
         self.backfilled: set[str] = set()  # idents whose history came from query_range
         self.last_backfill_s: float | None = None  # how long the last backfill took (seconds)
+        self.last_split = Split()  # where its time went
         label = matchers_text(target.label_matchers)
         self._matches = [target.selector, f"up{{{label}}}"]
 
@@ -251,12 +254,51 @@ class PromSource:
     def backfill(self, history: History, key_of: Callable[[str], Hashable], *, end: float | None = None,
                  idents: set[str] | None = None) -> float:
         """Fill ``history`` (series keyed ``(key_of(ident), metric)``) from ``query_range`` over the
-        source's history range, every engine of a profile in one query per series; returns the
-        seconds it took. Blocking: call it from a worker thread (``request_backfill``)."""
+        source's history range, or the newest ``BACKFILL_POINTS`` steps of it (what a chart can
+        draw), every engine of a profile in one query per series; returns the seconds it took.
+        Blocking: call it from a worker thread (``request_backfill``)."""
         started = time.perf_counter()
         end = time.time() if end is None else end
         step = step_for(self.target.history_s, self.interval_s)
-        start = end - step * int(self.target.history_s // step)
+        start = end - step * min(BACKFILL_POINTS - 1, int(self.target.history_s // step))
+        engines, jobs = self.backfill_queries(idents)
+
+        split, split_lock = Split(queries=len(jobs)), threading.Lock()
+
+        def run(job: tuple[str, Query]) -> None:
+            label, q = job
+            lead = math.ceil(q.window_s / step - 1e-9) * step  # a histogram's window before the range
+            try:
+                matrix = self._client.query_range(q.promql, start - lead, end, step)
+            except PromError as exc:
+                log.warning("backfill %s %s: %s", self.target.name, q.series, exc)
+                return
+            filling = time.perf_counter()
+            points = 0
+            filled = ({who: {q.series: pts} for who, pts in grid(matrix, label, start, end, step).items()}
+                      if not q.quantiles else bucket_quantiles(matrix, label, start, end, step, q))
+            for who, series in filled.items():
+                for name, (times, values) in series.items():
+                    history.backfill((key_of(who), name), times, values)
+                    points += len(times)
+            with split_lock:
+                split.fetch_s += matrix.fetched_s
+                split.decode_s += matrix.decoded_s
+                split.fill_s += time.perf_counter() - filling
+                split.points += points
+
+        # The queries at once (Prometheus evaluates up to 20 concurrently by default): their wait
+        # for the server, not our parsing, is most of the time.
+        with ThreadPoolExecutor(max_workers=BACKFILL_WORKERS, thread_name_prefix="enginedeck-backfill") as pool:
+            list(pool.map(run, jobs))
+        self.backfilled.update(engines)
+        self.last_backfill_s = split.wall_s = time.perf_counter() - started
+        self.last_split = split
+        return self.last_backfill_s
+
+    def backfill_queries(self, idents: set[str] | None = None) -> tuple[set[str], list[tuple[str, Query]]]:
+        """The engines a backfill of ``idents`` (None: all) covers, and its queries (with the
+        identity label each one's series carry)."""
         with self._lock:
             engines = {w: (e.profile, e.ident_label) for w, e in self._engines.items()
                        if idents is None or w in idents}
@@ -267,24 +309,7 @@ class PromSource:
             names = set().union(*(families.get(w, frozenset()) for w in group))
             jobs += [(label, q) for q in queries_for(profile, names, self.target.label_matchers, label, group,
                                                      self.interval_s)]
-
-        def run(job: tuple[str, Query]) -> None:
-            label, q = job
-            try:
-                matrix = self._client.query_range(q.promql, start, end, step)
-            except PromError as exc:
-                log.warning("backfill %s %s: %s", self.target.name, q.series, exc)
-                return
-            for who, (times, values) in grid(matrix, label, start, end, step).items():
-                history.backfill((key_of(who), q.series), times, values)
-
-        # The queries at once (Prometheus evaluates up to 20 concurrently by default): their wait
-        # for the server, not our parsing, is most of the time.
-        with ThreadPoolExecutor(max_workers=BACKFILL_WORKERS, thread_name_prefix="enginedeck-backfill") as pool:
-            list(pool.map(run, jobs))
-        self.backfilled.update(engines)
-        self.last_backfill_s = time.perf_counter() - started
-        return self.last_backfill_s
+        return set(engines), jobs
 
     def request_backfill(self, history: History, key_of: Callable[[str], Hashable],
                          done: Callable[[], None] | None = None) -> bool:

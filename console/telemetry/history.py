@@ -13,6 +13,9 @@ from collections.abc import Hashable, Iterator, Sequence
 from typing import cast
 
 NAN = math.nan
+# The most points a chart draws: one a column, the newest first, at most this many columns wide
+# (console.ui.widgets.chart). Older points are kept, but no chart shows them.
+CHART_POINTS = 400
 
 
 class Ring:

@@ -227,6 +227,13 @@ METRICS: dict[str, MetricInfo] = {
         "vLLM: lora_requests_info's labels (comma-joined adapter names; its value is a timestamp, the newest "
         "sample is read); SGLang: lora_pool_slots_used / _total",
     ),
+    "role": MetricInfo(
+        "Role",
+        "The engine's part in disaggregated serving: prefill (prompts, then hands the KV cache on) or decode "
+        "(generates the tokens), from the role label of its Prometheus source (role_labels).",
+        "prefill | decode",
+        "as deployed; n/a: the source has no role label for it",
+    ),
     "gpu_engine": MetricInfo(
         "Owning engine",
         "Which engine instance the GPU's processes belong to (process → container → engine).",

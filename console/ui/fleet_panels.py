@@ -126,9 +126,10 @@ def ask_backfill(source: object, e: EngineSnapshot) -> None:
         request(e.name)
 
 
-def is_multi_host(fleet: FleetSnapshot) -> bool:
-    """More than one host in view (this machine counts when it has engines): the host column shows."""
-    return len({e.host for e in fleet.engines} | {h.name for h in fleet.hosts}) > 1
+def shows_hosts(fleet: FleetSnapshot) -> bool:
+    """The host column shows: with a remote host or source in view (even a single one: its name is
+    where the engines are read from), or engines of more than one host."""
+    return bool(fleet.hosts) or len({e.host for e in fleet.engines}) > 1
 
 
 def _host_state(h: HostView, now: float) -> Text:

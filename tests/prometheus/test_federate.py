@@ -11,11 +11,12 @@ from console.config import parse_config
 from console.errors import ConfigError, UserError
 from console.profiles import load_profiles
 from console.prometheus.api import MAX_POINTS, Matrix, duration_s, step_for
-from console.prometheus.backfill import grid, queries_for
+from console.prometheus.backfill import bucket_quantiles, grid, queries_for
 from console.prometheus.federate import profile_for, split_federate
 from console.sources import PromTarget, display_url, parse_selector
 from console.telemetry.history import History
 from console.telemetry.normalize import normalize
+from console.telemetry.windows import histogram_quantile
 
 # What Prometheus 2.42 federates: a TYPE line per sample name, target labels, ms timestamps.
 FEDERATED = """\
@@ -121,21 +122,26 @@ def test_queries_cover_the_chart_series_for_every_engine_at_once() -> None:
             "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total",
             "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
             "vllm:e2e_request_latency_seconds_bucket"}
-    qs = {q.series: q.promql for q in queries_for(profile, fams, (("job", "=", "vllm"),), "pod", ["a", "b"], 1.0)}
-    assert set(qs) >= {"running", "waiting", "kv_usage", "generation_tps", "prompt_tps", "request_rate",
+    made = queries_for(profile, fams, (("job", "=", "vllm"),), "pod", ["a", "b"], 1.0)
+    qs = {q.series: q.promql for q in made}
+    series = {q.series for q in made if not q.quantiles} | {n for q in made for n, _q in q.quantiles}
+    assert series >= {"running", "waiting", "kv_usage", "generation_tps", "prompt_tps", "request_rate",
                        "error_rate", "prefix_hit_rate", "ttft_p50", "ttft_p99", "itl_p99", "e2e_p50"}
     assert qs["running"] == 'sum by (pod) (vllm:num_requests_running{job="vllm",pod=~"a|b"})'
     assert qs["kv_usage"].startswith("max by (pod)")
     assert "rate(vllm:generation_tokens_total{" in qs["generation_tps"] and "[5s]" in qs["generation_tps"]
     assert 'finished_reason=~"abort|error"' in qs["error_rate"]
-    assert qs["ttft_p99"].startswith("histogram_quantile(0.99, sum by (pod, le) (rate(")
-    # A 15 s scrape interval widens the 5 s rate window to two samples and more.
+    # A histogram: one query of the raw bucket counts for both quantiles (bucket_quantiles).
+    ttft = next(q for q in queries_for(profile, fams, (), "pod", ["a"], 1.0) if q.series == "ttft")
+    assert ttft.promql == 'vllm:time_to_first_token_seconds_bucket{pod=~"a"}' and ttft.window_s == 60
+    assert [n for n, _q in ttft.quantiles] == ["ttft_p50", "ttft_p99"] and "ttft_p99" not in qs
+    # A 15 s scrape interval widens the 5 s rate window to two samples and more (not the 60 s one).
     slow = {q.series: q.promql for q in queries_for(profile, fams, (), "pod", ["a"], 15.0)}
     assert "[38s]" in slow["generation_tps"]
 
 
 def test_grid_and_backfill_put_older_points_before_the_live_ones() -> None:
-    m = Matrix(((({"pod": "a"}), ((100.0, 1.0), (102.0, 3.0))),))
+    m = Matrix(((({"pod": "a"}), (100.0, 102.0), (1.0, 3.0)),))
     times, values = grid(m, "pod", 100.0, 103.0, 1.0)["a"]
     assert times == [100.0, 101.0, 102.0, 103.0] and values == [1.0, None, 3.0, None]
     h = History(capacity=5)
@@ -146,3 +152,24 @@ def test_grid_and_backfill_put_older_points_before_the_live_ones() -> None:
     pts = h.points(("e", "running"))
     assert [t for t, _ in pts] == [100.0, 101.0, 102.0, 102.5, 103.5]
     assert pts[0][1] == 1.0 and math.isnan(pts[1][1]) and pts[-1][1] == 10.0
+
+
+def test_bucket_quantiles_are_the_live_windows_quantiles_of_the_raw_counts() -> None:
+    ttft = next(q for q in queries_for(load_profiles()["vllm"], {"vllm:time_to_first_token_seconds_bucket"}, (),
+                                       "pod", ["a"], 1.0) if q.series == "ttft")
+    bounds = (0.1, 0.5, float("inf"))
+    # Cumulative counts every second from t=0 (the window's start) to 70: 1, 5, 6 more a second in
+    # the three buckets; the engine restarts at 65 (counts drop); a second model's series joins at 30.
+    def counts(t: int, i: int) -> float:
+        return float((t - 65) * (1, 5, 6)[i]) if t >= 65 else float(t * (1, 5, 6)[i])
+    series = [({"pod": "a", "le": str(b)}, tuple(float(t) for t in range(71)), tuple(counts(t, i) for t in range(71)))
+              for i, b in enumerate(bounds)]
+    series += [({"pod": "a", "le": str(b), "model": "m2"}, tuple(float(t) for t in range(30, 71)), (2.0,) * 41)
+               for b in bounds]
+    out = bucket_quantiles(Matrix(tuple(series)), "pod", 60.0, 70.0, 1.0, ttft)["a"]
+    times, p99 = out["ttft_p99"]
+    assert times[0] == 60.0 and len(times) == 11
+    want, _ = histogram_quantile(0.99, bounds, (60.0 + 2, 300.0 + 2, 360.0 + 2))  # m2 counts from 0 (born since)
+    assert p99[0] == pytest.approx(want) and out["ttft_p50"][1][0] == pytest.approx(
+        histogram_quantile(0.5, bounds, (62.0, 302.0, 362.0))[0])
+    assert p99[4] is not None and all(v is None for v in p99[5:])  # the drop at 65 lies in every later window

@@ -23,6 +23,7 @@ from console.remote.fleet import RemoteFleet
 from console.sim.fleet import start_fleet
 from console.sources import DEFAULT_SELECTOR, PromTarget
 from console.status_doc import status_doc
+from console.telemetry.history import CHART_POINTS
 from console.telemetry.normalize import normalize
 from tests.prometheus.conftest import PromLab, need_prometheus
 from tests.prometheus.promserver import PromServer
@@ -116,8 +117,9 @@ def test_charts_backfill_from_query_range(prom_lab: PromLab) -> None:
         for profile in ("vllm", "sglang", "tgi"):
             key = f"prom/{prom_lab.target(profile)}"
             pts = fleet.history.points((key, "generation_tps"))
-            assert len(pts) >= 900, (profile, len(pts))  # the 15-minute grid at the 1 s step
-            assert pts[0][0] <= time.time() - 899
+            # The 15-minute range at the 1 s step, its newest CHART_POINTS steps (what a chart draws).
+            assert len(pts) >= CHART_POINTS, (profile, len(pts))
+            assert pts[0][0] <= time.time() - (CHART_POINTS - 1)
             recent = [v for t, v in pts if t > time.time() - 60 and v == v]
             assert recent and max(recent) > 0, profile  # the simulators' load, as Prometheus saw it
         ttft = [v for v in fleet.history.values((name, "ttft_p99")) if v == v]

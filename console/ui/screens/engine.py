@@ -89,11 +89,15 @@ def identity_table(e: EngineSnapshot, app: DeckHost, now: float) -> Table:
     prof = app.profiles.get(e.profile)
     row("instance", e.name)
     row("engine", (prof.display_name if prof else e.profile) + f" (profile {e.profile})")
+    if e.role:
+        row("role", e.role)  # prefill / decode, from the source's role label
     row("version", e.identity.version or "")
     row("served models", ", ".join(e.identity.models))
     row("max context", f"{e.identity.max_model_len:,} tokens" if e.identity.max_model_len else "")
     row("url", e.url)
-    if e.managed:
+    if e.source:
+        row("control", f"read-only: read from Prometheus source {e.source}")
+    elif e.managed:
         row("control", "managed by enginedeck (start/stop/restart)")
     elif e.simulated:
         row("control", "simulated engine started for this session (no start/stop control)")

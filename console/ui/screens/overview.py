@@ -26,8 +26,8 @@ from console.ui.fleet_panels import (
     gpu_title,
     host_line,
     hosts_lines,
-    is_multi_host,
     short_name,
+    shows_hosts,
     stale_host_lines,
 )
 from console.ui.host import DeckHost
@@ -106,9 +106,12 @@ def host_cell(e: EngineSnapshot) -> Text:
 
 
 COLUMNS: tuple[Column, ...] = (
-    # Shown only with more than one host (fleet_panels.is_multi_host).
+    # Shown only with a remote host or source, or engines of more than one host (fleet_panels.shows_hosts).
     Column("host", "host", 8, "phase", lambda e, ctx: host_cell(e), lambda e: (e.host, e.name), 1),
     Column("name", "engine", 14, "phase", lambda e, ctx: Text(engine_name(e, ctx.hosts)), lambda e: e.name, 1),
+    # Shown only when an engine has a role (a source's prefill/decode label).
+    Column("role", "role", 7, "role", lambda e, ctx: Text(e.role) if e.role else fmt.na(), lambda e: (e.role, e.name),
+           4),
     Column("kind", "type/version", 16, "phase", lambda e, ctx: engine_label(e, ctx.display), None, 8),
     Column("model", "model", 22, "phase", lambda e, ctx: _model(e), None, 9),
     Column("phase", "health", 13, "phase", lambda e, ctx: fmt.health(e, ctx.now, ctx.health_width),
@@ -147,7 +150,7 @@ def arrow_width(c: Column) -> int:
     """A column's width with room for its label and the sort arrow (▼/▲) after it."""
     return max(c.width, len(c.label) + 1)
 
-IDENTITY_COLS = frozenset({"host", "name", "kind", "model", "phase", "gpus"})
+IDENTITY_COLS = frozenset({"host", "name", "role", "kind", "model", "phase", "gpus"})
 
 @dataclass(frozen=True, slots=True)
 class CellContext:
@@ -178,6 +181,7 @@ class OverviewScreen(DeckScreen):
         self._shown: list[Column] = []
         self._shown_name_w = 0
         self._health_w = 0
+        self._role_eligible = False  # an engine has a role (the role column may show)
         self._row_order: list[str] = []
         self._cells: dict[str, list[tuple[str, str]]] = {}
 
@@ -221,7 +225,7 @@ class OverviewScreen(DeckScreen):
 
     def _multi_host(self) -> bool:
         fleet = self.deck.fleet
-        return fleet is not None and is_multi_host(fleet)
+        return fleet is not None and shows_hosts(fleet)
 
     def _name_width(self) -> int:
         fleet = self.deck.fleet
@@ -237,7 +241,10 @@ class OverviewScreen(DeckScreen):
         keep: set[str] = set()
         health_w = next(c.width for c in COLUMNS if c.key == "phase")
         grown = False
-        columns = COLUMNS if self._multi_host() else [c for c in COLUMNS if c.key != "host"]
+        fleet = self.deck.fleet
+        self._role_eligible = fleet is not None and any(e.role for e in fleet.engines)
+        hidden = ({"host"} if not self._multi_host() else set()) | ({"role"} if not self._role_eligible else set())
+        columns = [c for c in COLUMNS if c.key not in hidden]
         for c in sorted(columns, key=lambda c: c.priority):
             if not grown and c.priority > HEALTH_GROWS_AFTER:
                 extra = max(0, min(budget, HEALTH_MAX - health_w))
@@ -327,7 +334,9 @@ class OverviewScreen(DeckScreen):
                     t.stylize(tint)
             rows[e.name] = cells
         order = [e.name for e in engines]
-        if order != self._row_order and (self._name_width() != self._shown_name_w or hosts != self._multi_host()):
+        roles = any(e.role for e in fleet.engines) != self._role_eligible  # a role came or went
+        if order != self._row_order and (self._name_width() != self._shown_name_w or hosts != self._multi_host()
+                                         or roles):
             self._fit_columns()
             return
         if order != self._row_order:

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from rich.text import Text
 from textual.widget import Widget
 
+from console.telemetry.history import CHART_POINTS
+
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
@@ -85,7 +87,7 @@ class Chart(Widget):
         self.metric = ""  # explain key, set by the owner
 
     # Owners pass this many points; render() shows as many as the current width allows.
-    POINTS = 400
+    POINTS = CHART_POINTS
 
     def set_values(self, values: list[float]) -> None:
         if values != self._values:
