@@ -25,11 +25,14 @@ command = ["{{python}}", "-m", "console", "sim", "--engine", "{flavour}", "--por
 """
 
 
-def _sims() -> list[psutil.Process]:
+def _sims(ports: dict[str, int]) -> list[psutil.Process]:
+    """The simulators serving this test's ports (another test run on the machine has its own)."""
     out = []
     for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "console sim --engine" in cmd and "-swap" not in cmd and "--port" in cmd:
+        args = p.info["cmdline"] or []
+        cmd = " ".join(args)
+        port = args[args.index("--port") + 1] if "--port" in args[:-1] else None
+        if "console sim --engine" in cmd and port in {str(x) for x in ports.values()}:
             out.append(p)
     return out
 
@@ -41,7 +44,7 @@ def test_bench_swap_runs_engines_one_at_a_time(tmp_path: Path) -> None:
     conf.write_text(_engine("vllm", ports["vllm"]) + _engine("sglang", ports["sglang"]))
     out = tmp_path / "swap.json"
     env_state = {"ENGINEDECK_STATE_DIR": str(tmp_path / "state")}
-    before = {p.pid for p in _sims()}
+    before = {p.pid for p in _sims(ports)}
     t0 = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "console", "bench", "--config", str(conf), "--engine", "vllm-swap",
@@ -64,5 +67,6 @@ def test_bench_swap_runs_engines_one_at_a_time(tmp_path: Path) -> None:
     assert "swap: stopping the others, starting sglang-swap" in r.stderr
     # The bench's engines end with it: none of its simulators is left.
     time.sleep(0.5)
-    left = [p for p in _sims() if p.pid not in before and p.create_time() > time.time() - (time.monotonic() - t0) - 5]
+    since = time.time() - (time.monotonic() - t0) - 5
+    left = [p for p in _sims(ports) if p.pid not in before and p.create_time() > since]
     assert left == []

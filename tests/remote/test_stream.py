@@ -132,9 +132,9 @@ def test_merge_names_gpus_and_status_document() -> None:
     doc = status_doc(snap)
     assert [x["host"] for x in doc["engines"]] == ["a", "b"]
     assert doc["hosts"] == [
-        {"name": "a", "kind": "ssh", "ssh": "me@a", "prometheus": None, "state": "ok", "reason": None,
-         "last_document_age_s": 1.0, "engines": 0, "host": None},
-        {"name": "b", "kind": "ssh", "ssh": "b", "prometheus": None, "state": "stale",
+        {"name": "a", "kind": "ssh", "ssh": "me@a", "prometheus": None, "kubernetes": None, "state": "ok",
+         "reason": None, "last_document_age_s": 1.0, "engines": 0, "host": None},
+        {"name": "b", "kind": "ssh", "ssh": "b", "prometheus": None, "kubernetes": None, "state": "stale",
          "reason": "ssh exited (exit 255)", "last_document_age_s": 1.0, "engines": 0, "host": None}]
     back = snapshot_from_doc(doc)
     assert [h.name for h in back.hosts] == ["a", "b"] and back.engines[1].host == "b"
