@@ -68,7 +68,10 @@ class Payload:
 
     @classmethod
     def of(cls, data: bytes, rows: bytes | None = None) -> Payload:
-        times, _runs = _header(data)
+        """Raises ColumnsError for a payload whose header or line count is not a column form's."""
+        times, runs = _header(data)
+        if data.count(b"\n") < 2 * len(runs) + 1:
+            raise ColumnsError("a column-form payload of inconsistent lengths")
         return cls(times, data, rows)
 
     def firsts(self) -> list[bytes]:
