@@ -39,7 +39,10 @@ def need_prometheus() -> None:
         pytest.fail(f"prometheus not found at {PROMETHEUS}\n-> {HOW_PROMETHEUS}", pytrace=False)
 
 
-@pytest.fixture(scope="session")
+# Module scope: the simulators' load runs in this process, and a lab kept for the session left that
+# busy thread under every later test (each Textual pilot pause then waited its full second, and one
+# key test ran for many minutes).
+@pytest.fixture(scope="module")
 def prom_lab() -> Iterator[PromLab]:
     need_prometheus()
     fleet = start_fleet(["vllm", "sglang", "tgi"], load=True, seed=3)
