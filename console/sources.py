@@ -3,16 +3,25 @@
 A source is a Prometheus server that already scrapes the engines: the console reads their current
 values from its ``/federate`` endpoint, chart history from ``query_range`` and the targets from
 ``/api/v1/targets``, and changes nothing (its engines are read-only). This module only says what
-to ask (the target, its selector's matchers); ``console.prometheus`` asks.
+to ask (the target, its selector's matchers); ``console.prometheus`` asks. ``PolledSource`` is the
+read loop every source's thread runs (Prometheus and Kubernetes alike).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from console.errors import UserError
+
+log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
 
 # Engine families by name prefix (console/telemetry/recognize.py): the default selector. A server
 # that scraped OpenMetrics from prometheus_client 0.22+ holds ``sglang_x`` for ``sglang:x``.
@@ -189,3 +198,42 @@ class KubeTarget:
     @property
     def display(self) -> str:
         return display_url(self.url)
+
+
+class PolledSource:
+    """The read loop a source runs in its own thread (``console.prometheus``, ``console.kube``): a read
+    every ``period``, a failing read (a bug) the source's stale reason, never the loop's end, and the
+    fleet told after each read. Subclasses set the attributes below and define ``read_once``."""
+
+    KIND = "source"  # for the log
+    target: PromTarget | KubeTarget
+    _lock: threading.Lock
+    _stop: threading.Event
+    _on_change: Callable[[], None] | None
+    _reason: str
+    _stale_since: float | None
+
+    def read_once(self) -> None:
+        raise NotImplementedError
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            with contextlib.suppress(Exception):
+                self._on_change()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.read_once()
+            except Exception as exc:  # a bug in one read must not end the source
+                log.exception("%s source %s", self.KIND, self.target.name)
+                self._fail(f"read failed: {type(exc).__name__}: {exc}"[:200])
+            self._changed()
+            self._stop.wait(max(0.05, self.target.period - (time.monotonic() - started)))
+
+    def _fail(self, reason: str) -> None:
+        with self._lock:
+            self._reason = reason
+            if self._stale_since is None:
+                self._stale_since = time.time()

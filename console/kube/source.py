@@ -27,7 +27,7 @@ from console.model import Alert, EngineIdentity, EngineSnapshot, FleetSnapshot, 
 from console.model import SourceState as S
 from console.profiles import EngineProfile
 from console.prometheus.federate import profile_for
-from console.sources import KubeTarget
+from console.sources import KubeTarget, PolledSource
 from console.telemetry.normalize import normalize
 from console.telemetry.promtext import parse
 from console.telemetry.windows import EngineMetricsState
@@ -52,8 +52,11 @@ class _Pod:
     gone_at: float | None = None
 
 
-class KubeSource:
+class KubeSource(PolledSource):
     """Reads ``target``; ``on_change()`` is called (in its thread) after each read or state change."""
+
+    KIND = "kubernetes"
+    target: KubeTarget
 
     def __init__(self, target: KubeTarget, profiles: Mapping[str, EngineProfile], *,
                  on_change: Callable[[], None] | None = None) -> None:
@@ -116,28 +119,6 @@ class KubeSource:
             return {k: p.info for k, p in self._pods.items()}
 
     # -- the thread ------------------------------------------------------------------------------
-
-    def _changed(self) -> None:
-        if self._on_change is not None:
-            with contextlib.suppress(Exception):
-                self._on_change()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self.read_once()
-            except Exception as exc:  # a bug in one read must not end the source
-                log.exception("kubernetes source %s", self.target.name)
-                self._fail(f"read failed: {type(exc).__name__}: {exc}"[:200])
-            self._changed()
-            self._stop.wait(max(0.05, self.target.period - (time.monotonic() - started)))
-
-    def _fail(self, reason: str) -> None:
-        with self._lock:
-            self._reason = reason
-            if self._stale_since is None:
-                self._stale_since = time.time()
 
     def read_once(self) -> None:
         """One read: the pod list when due, then every Ready pod's metrics through the proxy."""

@@ -38,7 +38,7 @@ from console.profiles import EngineProfile
 from console.prometheus.api import PromClient, PromError, TargetInfo, step_for
 from console.prometheus.backfill import Query, Split, bucket_quantiles, grid, group_by_profile, queries_for
 from console.prometheus.federate import EngineText, profile_for, split_federate
-from console.sources import PromTarget, matchers_text
+from console.sources import PolledSource, PromTarget, matchers_text
 from console.telemetry.history import CHART_POINTS, History
 from console.telemetry.normalize import normalize
 from console.telemetry.windows import EngineMetricsState
@@ -66,8 +66,11 @@ class _Engine:
     last_seen: float = 0.0  # time.time() of the last read it was in
 
 
-class PromSource:
+class PromSource(PolledSource):
     """Reads ``target``; ``on_change()`` is called (in its thread) after each read or state change."""
+
+    KIND = "prometheus"
+    target: PromTarget
 
     def __init__(self, target: PromTarget, profiles: Mapping[str, EngineProfile], *,
                  on_change: Callable[[], None] | None = None) -> None:
@@ -149,28 +152,6 @@ class PromSource:
                         health_detail=why)
 
     # -- the thread ------------------------------------------------------------------------------
-
-    def _changed(self) -> None:
-        if self._on_change is not None:
-            with contextlib.suppress(Exception):
-                self._on_change()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self.read_once()
-            except Exception as exc:  # a bug in one read must not end the source
-                log.exception("prometheus source %s", self.target.name)
-                self._fail(f"read failed: {type(exc).__name__}: {exc}"[:200])
-            self._changed()
-            self._stop.wait(max(0.05, self.target.period - (time.monotonic() - started)))
-
-    def _fail(self, reason: str) -> None:
-        with self._lock:
-            self._reason = reason
-            if self._stale_since is None:
-                self._stale_since = time.time()
 
     def read_once(self) -> None:
         """One read: the targets now and then, then ``/federate`` into every engine's windows."""
