@@ -98,22 +98,26 @@ class History:
 
     def append(self, key: Hashable, t: float, value: float | None) -> None:
         with self._lock:
-            ring = self._rings.get(key)
+            ring = self._ring(key)
             if ring is None:
-                if len(self._rings) >= self.max_series:
-                    return  # bounded: a runaway label set cannot grow memory without limit
-                ring = self._rings[key] = Ring(self.capacity)
+                return
             ring.append(t, value)
+
+    def _ring(self, key: Hashable) -> Ring | None:
+        """The series' ring, made on first use; None once ``max_series`` are held (bounded: a runaway
+        label set cannot grow memory without limit). Called under the lock."""
+        ring = self._rings.get(key)
+        if ring is None and len(self._rings) < self.max_series:
+            ring = self._rings[key] = Ring(self.capacity)
+        return ring
 
     def extend(self, key: Hashable, times: Sequence[float], values: Sequence[float | None]) -> None:
         """``append`` of many points (``times[i]``, ``values[i]``) under one lock (a replay rebuilding
         its charts)."""
         with self._lock:
-            ring = self._rings.get(key)
+            ring = self._ring(key)
             if ring is None:
-                if len(self._rings) >= self.max_series:
-                    return
-                ring = self._rings[key] = Ring(self.capacity)
+                return
             ring.extend(times, values)
 
     def backfill(self, key: Hashable, times: Sequence[float], values: Sequence[float | None]) -> None:
@@ -122,11 +126,9 @@ class History:
         newest ``capacity`` are kept (a chart's
         history from a Prometheus source, fetched when the chart opens)."""
         with self._lock:
-            ring = self._rings.get(key)
+            ring = self._ring(key)
             if ring is None:
-                if len(self._rings) >= self.max_series:
-                    return
-                ring = self._rings[key] = Ring(self.capacity)
+                return
             live = ring.points()
             # The gaps recorded before the source's first read, where the older points have data: theirs.
             covered = times[-1] if len(times) else -math.inf
