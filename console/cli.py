@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import signal
 import sys
@@ -22,7 +23,8 @@ DEFAULT_COMMAND = "tui"
 _TOP_FLAGS = ("-h", "--help", "--version")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` the parser of the command module of that name."""
     parser = argparse.ArgumentParser(
         prog="enginedeck",
         description="A terminal console for running, watching and comparing LLM inference engines.",
@@ -30,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"enginedeck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
+        if info.name.startswith("_") or (only is not None and info.name != only):
             continue
         module = importlib.import_module(f"console.commands.{info.name}")
         register = getattr(module, "register", None)
@@ -39,8 +41,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parser_for(command: str) -> argparse.ArgumentParser:
+    """The parser that reads ``command``'s arguments: only that command's (building every
+    subcommand's parser is a tenth of a second of each start), else the whole one (``--help``,
+    a mistyped command, one whose module has another name)."""
+    module = command.replace("-", "_")
+    if module and not module.startswith("_") and module.isidentifier():
+        names = {info.name for info in pkgutil.iter_modules(commands.__path__)}
+        if module in names:
+            parser = build_parser(only=module)
+            if command in _subcommand_names(parser):
+                return parser
+    return build_parser()
+
+
+def _skip_unused_imports() -> None:
+    """What the console would import and never use. httpx imports its command-line client (click,
+    pygments, rich.progress: about 0.1 s) whenever click is installed, as uvicorn installs it: a
+    None in ``sys.modules`` makes that import fail, and httpx falls back to its stub ``main``.
+    pydantic looks for plugins in every installed package's entry points at its first model."""
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     startup_gc.pause()
+    _skip_unused_imports()
     try:
         return _main(argv)
     finally:  # whatever way out (--help, a bad argument, an error): collection is on again
@@ -49,12 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    choices = _subcommand_names(parser)
     # `enginedeck` and `enginedeck --read-only` mean the default console command.
     first = args_list[0] if args_list else ""
-    if DEFAULT_COMMAND in choices and (not first or (first.startswith("-") and first not in _TOP_FLAGS)):
+    if not first or (first.startswith("-") and first not in _TOP_FLAGS):
         args_list = [DEFAULT_COMMAND, *args_list]
+    parser = _parser_for(args_list[0])
     args = parser.parse_args(args_list)
     if not getattr(args, "paints", False):  # a console command resumes it before its first frame
         startup_gc.resume()

@@ -24,7 +24,8 @@ HEAVY = ("textual", "rich", "httpx", "aiohttp", "pydantic", "docker", "pynvml", 
 
 
 def _loaded_after(code: str) -> list[str]:
-    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    # A None in sys.modules is an import blocked on purpose (cli._skip_unused_imports), not a module.
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(m for m, v in sys.modules.items() if v is not None)))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     loaded: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
     return loaded
@@ -58,3 +59,33 @@ def test_help_loads_nothing_heavy() -> None:
     assert "console.commands.status" in loaded and "console.commands.up" in loaded  # parsers were built
     heavy = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]
     assert not heavy, f"--help imports {heavy[:8]}"
+
+
+def test_console_start_skips_httpx_command_line() -> None:
+    """httpx's own CLI (click, pygments) is not imported by a command of the console, and httpx works."""
+    loaded = _loaded_after(
+        "from console.cli import _skip_unused_imports\n"
+        "_skip_unused_imports()\n"
+        "import httpx\n"
+        "assert httpx.Client and httpx.AsyncClient and callable(httpx.main)"
+    )
+    assert "httpx" in loaded
+    assert not [m for m in loaded if m.split(".")[0] in ("click", "pygments") or m == "httpx._main"]
+
+
+def test_a_command_builds_only_its_own_parser() -> None:
+    """`enginedeck attach ...` reads its arguments with the attach parser alone; `--help` and a
+    mistyped command still get the whole command line."""
+    loaded = _loaded_after(
+        "import contextlib, io\n"
+        "from console.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['attach', '--help'])"
+    )
+    commands = [m for m in loaded if m.startswith("console.commands.") and m != "console.commands._args"]
+    assert commands == ["console.commands.attach"], commands
+    from console.cli import _parser_for, _subcommand_names
+
+    assert _subcommand_names(_parser_for("inspect-metrics")) == {"inspect-metrics"}
+    for whole in ("--help", "atach", "_args", ""):
+        assert {"attach", "status", "up", "tui"} <= _subcommand_names(_parser_for(whole)), whole

@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from textual import on
 from textual.app import ScreenStackError
@@ -29,8 +29,6 @@ from textual.widgets import Input, TextArea
 from console.config import EngineInstance
 from console.model import FleetSnapshot
 from console.profiles import EngineProfile
-from console.recording.replay import ReplaySource
-from console.recording.writer import RecordingWriter
 from console.resources import data_dir
 from console.telemetry.source import FleetSource
 from console.ui.actions import Action, ActionRegistry, display_key
@@ -48,11 +46,15 @@ from console.ui.timeline import (
     REPLAY_GROUP,
     RecordingControl,
     SeekScreen,
+    is_replay,
     recording_actions,
     replay_actions,
     replay_time,
 )
 from console.ui.widgets.footer import DeckFooter
+
+if TYPE_CHECKING:
+    from console.recording.writer import RecordingWriter
 
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # Keys checked before the focused widget: quit must work from a text box and from every pop-up (a
@@ -133,7 +135,7 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
         # Benchmarks: where to note the time of the first frame that shows engine data.
         self._first_frame_file = os.environ.get("ENGINEDECK_FIRST_FRAME_FILE", "")
         self.specs: dict[str, ScreenSpec] = screen_specs()
-        self.replay = isinstance(source, ReplaySource)
+        self.replay = is_replay(source)
         self.recording_control = (RecordingControl(source, recording, self._notify_from_thread)
                                   if source is not None and recording is not None and not self.replay else None)
         self.registry = ActionRegistry()
@@ -433,7 +435,7 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
             s.refresh_top()
 
     def step_refresh(self, direction: int) -> None:
-        if isinstance(self.source, ReplaySource):
+        if is_replay(self.source):
             self.notify(f"replay speed {self.source.step_speed(-direction):g}x")
             self.screen_refresh_top()
             return
@@ -511,7 +513,7 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
 
     async def open_seek(self) -> None:
         src = self.source
-        if not isinstance(src, ReplaySource):
+        if not is_replay(src):
             self.notify("seek works in a replay (enginedeck replay)")
             return
 

@@ -9,10 +9,11 @@ minute and ``t`` seeks to a time; recording and the screens that talk to live en
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeGuard
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,13 +22,13 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from console.recording.recorder import Recorder
-from console.recording.replay import ReplaySource
-from console.recording.writer import RecordingError, RecordingWriter
 from console.timespec import TIME_HELP, parse_duration, parse_time
 from console.ui.actions import Action
 
 if TYPE_CHECKING:
+    from console.recording.recorder import Recorder
+    from console.recording.replay import ReplaySource
+    from console.recording.writer import RecordingWriter
     from console.telemetry.source import FleetSource
     from console.ui.host import DeckHost
 
@@ -56,6 +57,9 @@ class RecordingControl:
 
     def toggle(self) -> None:
         """Start or stop recording (blocking: call it in a worker thread)."""
+        from console.recording.recorder import Recorder
+        from console.recording.writer import RecordingError
+
         rec = self.recorder
         if rec is not None and rec.active:
             rec.stop()
@@ -78,9 +82,16 @@ class RecordingControl:
             self.recorder = None
 
 
+def is_replay(src: object) -> TypeGuard[ReplaySource]:
+    """Whether ``src`` replays a recording. A live console never imports the recording package
+    (a few hundredths of a second of its start): no replay exists before its module is loaded."""
+    module = sys.modules.get("console.recording.replay")
+    return module is not None and isinstance(src, module.ReplaySource)
+
+
 def replay_of(host: DeckHost) -> ReplaySource | None:
     src = host.source
-    return src if isinstance(src, ReplaySource) else None
+    return src if is_replay(src) else None
 
 
 def replay_time(text: str, src: ReplaySource, *, now: float | None = None) -> float:

@@ -12,11 +12,10 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from console.model import AlertState, FleetSnapshot
-from console.recording.replay import ReplaySource
 from console.target import EngineTarget
 from console.ui import format as fmt
 from console.ui.host import DeckHost, host_of
-from console.ui.timeline import timeline_badge
+from console.ui.timeline import is_replay, timeline_badge
 from console.ui.widgets.line import Line
 
 
@@ -37,12 +36,12 @@ class TopBar(Line):
         if app.recording_active:
             t.append("  ● REC", style="bold red")
         src = app.source
-        if isinstance(src, ReplaySource):
+        if is_replay(src):
             t.append("  ")
             t.append_text(timeline_badge(src, wide=self.size.width >= 100))
         elif app.options.read_only:
             t.append("  read-only", style="bold")
-        if src is not None and not isinstance(src, ReplaySource):
+        if src is not None and not is_replay(src):
             if src.paused:
                 t.append("  ❚❚ paused", style="bold yellow")
             else:
@@ -65,7 +64,7 @@ class TopBar(Line):
                 t.append(" (a)", style="dim")
         if app.backing_problem:
             t.append(f"  {app.backing_problem.split(':')[0]}", style=fmt.CRIT)  # the notice has the rest
-        if fleet is not None and not isinstance(src, ReplaySource):
+        if fleet is not None and not is_replay(src):
             age = app.clock() - fleet.taken_at
             if src is not None and not src.paused and age > 3 * max(src.refresh, 1.0):
                 t.append(f"  no new data for {fmt.ago(app.clock(), fleet.taken_at)}", style=fmt.CRIT)
