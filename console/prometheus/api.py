@@ -37,12 +37,15 @@ class TargetInfo:
     interval_s: float
 
 
+Series = tuple[dict[str, str], tuple[float, ...], tuple[float | None, ...]]  # labels, times, values
+
+
 @dataclass(frozen=True, slots=True)
 class Matrix:
     """A ``query_range`` result: per series its labels, its times (unix seconds) and its values
     (None where not finite), as two columns."""
 
-    series: tuple[tuple[dict[str, str], tuple[float, ...], tuple[float | None, ...]], ...]
+    series: tuple[Series, ...]
     fetched_s: float = 0.0  # the request until its last byte (the server's evaluation most of it)
     decoded_s: float = 0.0  # JSON to these tuples
 
@@ -127,19 +130,68 @@ class PromClient:
         resp = self._get("/api/v1/query_range", httpx.QueryParams(
             {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}))
         fetched = time.perf_counter()
-        doc = _data(resp, "query_range")
-        out = []
-        for s in doc.get("result") or ():
-            # [[t, "v"], ...] into its two columns, each converted in one C loop (map), not per pair.
-            ts, vs = zip(*pairs, strict=True) if (pairs := s.get("values")) else ((), ())
-            try:  # the common case: numbers, all finite
-                values: tuple[float | None, ...] = tuple(map(float, vs))
-                if not all(map(math.isfinite, values)):  # type: ignore[arg-type]
-                    raise ValueError
-            except (TypeError, ValueError):
-                values = tuple(map(_value, vs))
-            out.append((dict(s.get("metric") or {}), tuple(map(float, ts)), values))
+        out = _flat_series(resp.content)
+        if out is None:
+            out = _pair_series(_data(resp, "query_range"))
         return Matrix(tuple(out), fetched - began, time.perf_counter() - fetched)
+
+
+_POINTS = b'},"values":['  # where a series' points begin in Prometheus' answer (after its labels)
+
+
+def _flat_series(body: bytes) -> list[Series] | None:
+    """The series of a ``query_range`` answer read with each one's ``[[t,"v"],...]`` as one flat
+    ``[t,v,...]`` of JSON numbers (the brackets and quotes dropped in one C pass): a third of the
+    objects to make, the values read by the JSON parser, and a few times faster on a backfill's
+    bucket series. None where that reading could differ (a ``-0``, which a JSON number loses the
+    sign of; a NaN or Inf, which is no JSON number; anything unexpected): the pairs are read then
+    (``_pair_series``)."""
+    if b'"-0"' in body:
+        return None
+    parts: list[bytes] = []
+    pos = 0
+    while (i := body.find(_POINTS, pos)) >= 0:
+        i += len(_POINTS)
+        j = body.find(b"]]", i)
+        if j < 0 or body[i:i + 1] != b"[":
+            return None
+        points = body[i:j + 1].translate(None, b'[]"')
+        if points.translate(None, b"0123456789.,-+eE"):  # not numbers only (NaN, Inf)
+            return None
+        parts += (body[pos:i], points)
+        pos = j + 1
+    parts.append(body[pos:])
+    try:
+        doc = orjson.loads(b"".join(parts))
+        if doc["status"] != "success":
+            return None
+        out: list[Series] = []
+        for s in doc["data"]["result"] or ():
+            flat = s.get("values") or []
+            values = tuple(map(float, flat[1::2]))
+            if len(flat) % 2 or not all(map(math.isfinite, values)):
+                return None
+            out.append((dict(s.get("metric") or {}), tuple(map(float, flat[0::2])), values))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return out
+
+
+def _pair_series(doc: dict[str, Any]) -> list[Series]:
+    """The series of a ``query_range`` answer as Prometheus sends them (``[[t, "v"], ...]``; a value
+    that is not a finite number is None)."""
+    out: list[Series] = []
+    for s in doc.get("result") or ():
+        # [[t, "v"], ...] into its two columns, each converted in one C loop (map), not per pair.
+        ts, vs = zip(*pairs, strict=True) if (pairs := s.get("values")) else ((), ())
+        try:  # the common case: numbers, all finite
+            values: tuple[float | None, ...] = tuple(map(float, vs))
+            if not all(map(math.isfinite, values)):  # type: ignore[arg-type]
+                raise ValueError
+        except (TypeError, ValueError):
+            values = tuple(map(_value, vs))
+        out.append((dict(s.get("metric") or {}), tuple(map(float, ts)), values))
+    return out
 
 
 def _value(text: str) -> float | None:
