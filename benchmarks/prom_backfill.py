@@ -31,7 +31,7 @@ import orjson
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from console.prometheus import source as prom_source
-from console.prometheus.api import step_for
+from console.prometheus.api import accept_encoding, step_for
 from console.prometheus.source import PromSource
 from console.remote.fleet import RemoteFleet
 from console.remote.merge import qualified
@@ -64,7 +64,9 @@ def server_split(src: PromSource, range_s: float) -> str:
     end = time.time()
     start = end - step * int(range_s // step)
     kinds: dict[str, list[float]] = {}
-    with httpx.Client(base_url=src.target.url, timeout=60, trust_env=False) as client:
+    # The source's own encoding (identity on loopback): the wall time is then what its queries cost.
+    with httpx.Client(base_url=src.target.url, timeout=60, trust_env=False,
+                      headers={"Accept-Encoding": accept_encoding(src.target.url)}) as client:
         for _label, q in src.backfill_queries()[1]:
             began = time.perf_counter()
             resp = client.get("/api/v1/query_range", params={

@@ -13,6 +13,7 @@ are added by name. The raw name used is the one the engine's federated series ca
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -216,7 +217,7 @@ def bucket_quantiles(matrix: Matrix, ident: str, start: float, end: float, step:
     for who, by_bound in rows.items():
         bounds = tuple(sorted(by_bound))
         # At the window's start: had the engine any series? (a series missing then was born since)
-        then = [any(r[k] is not None for c in by_bound.values() for r in c) for k in range(n)] if lag else [True] * n
+        then = _present([r for c in by_bound.values() for r in c], n) if lag else [True] * n
         deltas = [_summed([_delta(r, lag, n, then) for r in by_bound[b]]) for b in bounds]
         series: dict[str, list[float | None]] = {name: [None] * n for name, _q in query.quantiles}
         for k, counts in enumerate(zip(*deltas, strict=True)):
@@ -235,6 +236,10 @@ def _delta(r: list[float | None], lag: int, n: int, then: list[bool]) -> list[fl
     already); None where it is not there, dropped (a reset), or nothing of the engine was there."""
     if not lag:
         return r[:n]
+    if None not in r:  # every step there (the usual case): one C loop, unless a count dropped
+        deltas: list[float] = list(map(operator.sub, r[lag:], r[:n]))  # type: ignore[arg-type]
+        if not deltas or min(deltas) >= 0:
+            return deltas  # type: ignore[return-value]
     # Before the window reaches back to the first sample, the window is from that sample (the
     # console's start-up rule: the oldest frame is used).
     first = next((i for i, v in enumerate(r) if v is not None), len(r))
@@ -249,10 +254,22 @@ def _delta(r: list[float | None], lag: int, n: int, then: list[bool]) -> list[fl
     return out
 
 
+def _present(rows: list[list[float | None]], n: int) -> list[bool]:
+    """At each of the first ``n`` steps: is any of ``rows`` there?"""
+    if any(None not in r[:n] for r in rows):
+        return [True] * n  # one series there throughout (the usual case)
+    there = [False] * n
+    for r in rows:
+        there = [t or v is not None for t, v in zip(there, r[:n], strict=True)]
+    return there
+
+
 def _summed(cols: list[list[float | None]]) -> list[float | None]:
     """Element-wise sum of same-length columns; None where any is None."""
     if len(cols) == 1:
         return cols[0]
+    if not any(None in c for c in cols):
+        return list(map(sum, zip(*cols, strict=True)))  # type: ignore[arg-type]
     return [None if None in vs else sum(vs) for vs in zip(*cols, strict=True)]  # type: ignore[arg-type]
 
 

@@ -243,6 +243,9 @@ class PromSource(PolledSource):
         step = step_for(self.target.history_s, self.interval_s)
         start = end - step * min(BACKFILL_POINTS - 1, int(self.target.history_s // step))
         engines, jobs = self.backfill_queries(idents)
+        # The histograms' raw bucket series first: their answers are most of the bytes and of the
+        # work, so they start at once and the small ones fill in around them.
+        jobs.sort(key=lambda job: not job[1].quantiles)
 
         split, split_lock = Split(queries=len(jobs)), threading.Lock()
 

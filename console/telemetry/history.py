@@ -130,6 +130,11 @@ class History:
             if ring is None:
                 return
             live = ring.points()
+            if not live:  # nothing live yet (a chart opened with its history): the points as they are
+                fresh = Ring(self.capacity)
+                fresh.extend(times[-self.capacity:], values[-self.capacity:])
+                self._rings[key] = fresh
+                return
             # The gaps recorded before the source's first read, where the older points have data: theirs.
             covered = times[-1] if len(times) else -math.inf
             while live and math.isnan(live[0][1]) and live[0][0] <= covered:

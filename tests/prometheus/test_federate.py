@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 
+import orjson
 import pytest
 
 from console.config import parse_config
 from console.errors import ConfigError, UserError
 from console.profiles import load_profiles
-from console.prometheus.api import MAX_POINTS, Matrix, duration_s, step_for
+from console.prometheus.api import MAX_POINTS, Matrix, _flat_series, _pair_series, accept_encoding, duration_s, step_for
 from console.prometheus.backfill import bucket_quantiles, grid, queries_for
 from console.prometheus.federate import profile_for, split_federate
 from console.sources import PromTarget, display_url, parse_selector
@@ -138,6 +139,23 @@ def test_queries_cover_the_chart_series_for_every_engine_at_once() -> None:
     # A 15 s scrape interval widens the 5 s rate window to two samples and more (not the 60 s one).
     slow = {q.series: q.promql for q in queries_for(profile, fams, (), "pod", ["a"], 15.0)}
     assert "[38s]" in slow["generation_tps"]
+
+
+def test_query_range_answers_read_flat_as_their_pairs_and_loopback_unzipped() -> None:
+    def answer(*values: str) -> bytes:
+        points = ",".join(f'[{1700000000.5 + k},"{v}"]' for k, v in enumerate(values))
+        label = b'"le":"x},\\"values\\":[","pod":"a"'  # the points' key, inside a label value
+        return (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{' + label + b'},'
+                b'"values":[' + points.encode() + b']}]}}')
+    plain = answer("5", "0.25", "1e+06", "12345678901234567890", "0")
+    flat = _flat_series(plain)
+    assert flat is not None and flat == _pair_series(orjson.loads(plain)["data"])
+    assert flat[0][0] == {"le": 'x},"values":[', "pod": "a"} and flat[0][2][:2] == (5.0, 0.25)
+    for odd in ("NaN", "+Inf", "-0"):  # not a JSON number, or one that loses its sign: read as pairs
+        body = answer("1", odd)
+        assert _flat_series(body) is None and _pair_series(orjson.loads(body)["data"])[0][2][0] == 1.0
+    assert accept_encoding("http://127.0.0.1:9090") == accept_encoding("http://[::1]:9090") == "identity"
+    assert accept_encoding("http://localhost:9090") == "identity" and accept_encoding("https://prom.example") == "gzip"
 
 
 def test_grid_and_backfill_put_older_points_before_the_live_ones() -> None:
