@@ -131,9 +131,7 @@ class History:
                 return
             live = ring.points()
             if not live:  # nothing live yet (a chart opened with its history): the points as they are
-                fresh = Ring(self.capacity)
-                fresh.extend(times[-self.capacity:], values[-self.capacity:])
-                self._rings[key] = fresh
+                ring.extend(times[-self.capacity:], values[-self.capacity:])
                 return
             # The gaps recorded before the source's first read, where the older points have data: theirs.
             covered = times[-1] if len(times) else -math.inf
