@@ -1,6 +1,7 @@
 """Key -> screen change latency with many engines: the console on a real hub in this process.
 
     .venv/bin/python benchmarks/key_latency.py [--engines 64] [--series 2000] [--rounds 25] [--size 200x50]
+        [--refresh 1]
 
 The hub watches ``--engines`` engines with a payload of about ``--series`` vLLM series each (the
 scale fleet of hub_cpu.py: shared simulators under load), in this process as in `enginedeck attach`,
@@ -77,6 +78,7 @@ def main() -> None:
     ap.add_argument("--sims", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=25)
     ap.add_argument("--size", default="200x50")
+    ap.add_argument("--refresh", type=float, default=1.0, help="the hub's period (a long one leaves the UI's own work)")
     ap.add_argument("--no-load", action="store_true")
     ap.add_argument("--verbose", action="store_true", help="print each measurement as it is taken")
     a = ap.parse_args()
@@ -85,7 +87,7 @@ def main() -> None:
     w, h = (int(x) for x in a.size.split("x"))
     with scale_fleet(a.series, a.sims, 1.0, not a.no_load) as (fleet, payload):
         insts = scale_instances(a.engines, fleet)
-        hub = Hub(insts, refresh=1.0, gpu_source="simulated")
+        hub = Hub(insts, refresh=a.refresh, gpu_source="simulated")
         hub.start()
         try:
             print(f"{payload}; {a.engines} engines live after {wait_live(hub):.1f} s; window {w}x{h}", flush=True)
@@ -98,7 +100,10 @@ def main() -> None:
         finally:
             hub.stop()
     every = [v for vs in lat.values() for v in vs]
-    print(f"hub meanwhile: {rate:.2f} samples/s per engine")
+    from console.telemetry.input_gate import GATE
+
+    print(f"hub meanwhile: {rate:.2f} samples/s per engine; collection stepped aside for keys {GATE.waited:.1f} s "
+          f"in all (waits overlap)")
     for key, target in KEYS:
         vs = lat[key]
         print(f"  {key:7s} -> {target:15s} p50 {statistics.median(vs):7.1f} ms  p90 {pct(vs, 90):7.1f}  "

@@ -26,6 +26,7 @@ from console.model import (
     RawSeries,
     SourceState,
 )
+from console.telemetry.input_gate import GATE
 from console.telemetry.scrape import EngineProbe, Health
 
 
@@ -144,6 +145,8 @@ class EngineCollector:
         busy = self._digesting
         if busy is not None and not busy.done():
             return f"{path}: still processing an earlier payload (over {self.digest_budget:g} s)"
+        # A key the UI is handling goes first: the payload's CPU work starts once it is done.
+        await GATE.opened()
         loop = asyncio.get_running_loop()
         work = loop.run_in_executor(self.executor, self._digest_sync, body, mono, self.want_raw)
         # A late result is not awaited by anyone: fetch its exception so none goes unreported.

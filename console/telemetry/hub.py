@@ -37,6 +37,7 @@ from console.model import (
 from console.telemetry.collector import EngineCollector, innermost, mark_late, went_stale
 from console.telemetry.energy import EnergyMeter
 from console.telemetry.history import History
+from console.telemetry.input_gate import GATE
 from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
@@ -377,6 +378,7 @@ class Hub:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._gpu_first.wait(), timeout=0.5)
         while True:
+            await GATE.opened()  # a snapshot mid-key would repaint the screen the key is changing
             if not self._paused:
                 self._publish()
             await self._sleep(self._refresh)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from textual import on
 from textual.app import ScreenStackError
 from textual.binding import Binding
-from textual.events import Resize
+from textual.events import Event, Key, MouseDown, Resize
 from textual.screen import ModalScreen
 from textual.widgets import Input, TextArea
 
@@ -30,6 +30,7 @@ from console.config import EngineInstance
 from console.model import FleetSnapshot
 from console.profiles import EngineProfile
 from console.resources import data_dir
+from console.telemetry.input_gate import GATE
 from console.telemetry.source import FleetSource
 from console.ui.actions import Action, ActionRegistry, display_key
 from console.ui.bundle_key import BundleKey
@@ -342,9 +343,9 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
             if problem:
                 self.backing_problem = problem
                 self.notify(problem, severity="error", timeout=30)
-        s = self.screen
-        if isinstance(s, DeckScreen):
-            s.refresh_top()
+        with contextlib.suppress(ScreenStackError):  # a tick during shutdown, its screens gone
+            if isinstance(s := self.screen, DeckScreen):
+                s.refresh_top()
 
     def on_unmount(self) -> None:
         if self.recording_control is not None:
@@ -352,6 +353,11 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+
+    async def on_event(self, event: Event) -> None:
+        if isinstance(event, Key | MouseDown) and not event.is_forwarded:  # collection steps aside
+            GATE.hold()
+        await super().on_event(event)
 
     def on_resize(self, event: Resize) -> None:
         self._pick_layout(event.size.width, event.size.height)

@@ -290,3 +290,24 @@ async def test_escape_and_q_arriving_as_one_sequence_quits_from_a_text_box(make_
         await pilot.press("alt+q")
         assert calls and prompt.value == ""
 
+
+
+async def test_a_key_press_makes_collection_step_aside(make_app: AppFactory,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.telemetry.input_gate import GATE
+
+    holds: list[float] = []
+    real = GATE.hold
+
+    def hold(seconds: float = 0.25) -> None:
+        holds.append(seconds)
+        real(seconds)
+
+    monkeypatch.setattr(GATE, "hold", hold)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.5)
+        before = len(holds)
+        await pilot.press("g")
+        assert len(holds) == before + 1, "a key did not make collection step aside"
+        assert isinstance(app.screen, GpuScreen)
