@@ -49,3 +49,29 @@ async def test_one_changed_cell_renders_one_cell(make_app: AppFactory, monkeypat
         for i, name in enumerate(order):
             row = [str(c) for c in table.get_row(name)]
             assert lines[i + 1].split()[0] == name and all(v in lines[i + 1] for v in row if v.strip())
+
+
+async def test_caches_stay_sized_to_the_table_over_many_refreshes(make_app: AppFactory) -> None:
+    # Each refresh makes DataTable's own cache entries dead (they are keyed by its table-wide counter):
+    # bounded by the table, not by Textual's 10,000 cells and 1,000 lines, a long run holds no more.
+    app = make_app()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        table: DataTable[Text] = app.screen.query_one("#engines", DataTable)
+        cells = (table.row_count + 1) * len(table.columns)
+        first, second = list(table.rows)[:2]
+        for i in range(400):
+            table.update_cell(first, "running", Text(str(i)))
+            table.update_cell(second, "running", Text(str(i)))
+            table.refresh()
+            await pilot.pause(0)
+            _screen_text(table)  # every line rendered, as a frame does
+        caches = {"lines": table._line_cache, "rows": table._row_render_cache,
+                  "renderables": table._row_renderable_cache, "textual cells": table._cell_render_cache,
+                  "cells": table._cells}  # type: ignore[attr-defined]
+        sizes = {name: len(c) for name, c in caches.items()}
+        # 400 refreshes rendered 800 new cells and 400 new states of every line; what is held is a
+        # few states of the table, and the table on screen is still right.
+        assert max(sizes["lines"], sizes["rows"], sizes["renderables"]) <= 64, sizes
+        assert max(sizes["textual cells"], sizes["cells"]) <= 16 * cells, (sizes, cells)
+        assert "399" in "".join(_screen_text(table))

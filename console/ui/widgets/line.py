@@ -3,13 +3,34 @@
 ``Static.update`` asks for a full layout pass each time; for a widget whose size does not change
 that is wasted work every second. ``Line.show`` redraws only when the text changed, and only
 asks for layout when the number of lines changed.
+
+Text whose every line fits the width is drawn line by line from its own segments: Textual's
+general path converts it to Content, wraps and re-formats every line and simplifies every strip,
+about 4x the work for the overview's charts and GPU table, which change every second. Anything
+else (a line that must wrap, tabs, justification, links or click actions) takes Textual's path.
 """
 
 from __future__ import annotations
 
 from rich.console import RenderableType
+from rich.style import Style
 from rich.text import Text
+from textual.strip import Strip
 from textual.widget import Widget
+
+
+def _plain_lines(text: Text, width: int) -> list[Text] | None:
+    """The lines of ``text`` when each can be drawn as it is, at ``width``; else None."""
+    if text.justify not in (None, "default", "left") or "\t" in text.plain:
+        return None
+    for style in (text.style, *(span.style for span in text.spans)):
+        if isinstance(style, str):
+            if "$" in style or "@" in style or "link" in style:
+                return None  # Textual's variables, actions and links: its path resolves them
+        elif style.link or style._meta:
+            return None
+    lines = text.split("\n", allow_blank=True)
+    return list(lines) if all(line.cell_len <= width for line in lines) else None
 
 
 class Line(Widget):
@@ -22,6 +43,8 @@ class Line(Widget):
         self._content: RenderableType = Text("")
         self._key: str | None = None
         self._lines = 1
+        self._version = 0
+        self._strips: tuple[tuple[int, int, Style], list[Strip] | None] | None = None
 
     @property
     def content(self) -> RenderableType:
@@ -37,6 +60,7 @@ class Line(Widget):
             return
         self._key = key
         self._content = content
+        self._version += 1
         if lines is None:
             lines = content.plain.count("\n") + 1 if isinstance(content, Text) else -1
         self.refresh(layout=lines != self._lines or lines < 0)
@@ -44,3 +68,26 @@ class Line(Widget):
 
     def render(self) -> RenderableType:
         return self._content
+
+    def _own_strips(self, width: int, base: Style) -> list[Strip] | None:
+        text = self._content
+        lines = _plain_lines(text, width) if isinstance(text, Text) else None
+        if lines is None or not isinstance(text, Text):
+            return None
+        console = self.app.console
+        own = text.style  # Text.render leaves the text's own style to its caller
+        under = base + (console.get_style(own) if isinstance(own, str) else own) if own else base
+        # The offsets are what Textual's text selection reads (as on its own path).
+        return [Strip(list(line.render(console)), line.cell_len).apply_style(under).apply_offsets(0, y)
+                for y, line in enumerate(lines)]
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.visual_style.rich_style
+        state = (self._version, width, base)
+        if self._strips is None or self._strips[0] != state:
+            self._strips = (state, self._own_strips(width, base))
+        strips = self._strips[1]
+        if strips is None:
+            return super().render_line(y)
+        return strips[y] if y < len(strips) else Strip.blank(width, base)
