@@ -13,10 +13,15 @@ else (a line that must wrap, tabs, justification, links or click actions) takes 
 from __future__ import annotations
 
 from rich.console import RenderableType
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
+
+
+def _offset(x: int, y: int) -> Style:
+    return Style.from_meta({"offset": (x, y)})
 
 
 def _plain_lines(text: Text, width: int) -> list[Text] | None:
@@ -77,9 +82,16 @@ class Line(Widget):
         console = self.app.console
         own = text.style  # Text.render leaves the text's own style to its caller
         under = base + (console.get_style(own) if isinstance(own, str) else own) if own else base
-        # The offsets are what Textual's text selection reads (as on its own path).
-        return [Strip(list(line.render(console)), line.cell_len).apply_style(under).apply_offsets(0, y)
-                for y, line in enumerate(lines)]
+        strips = []
+        for y, line in enumerate(lines):
+            # In one pass, what Strip.apply_style and apply_offsets do (a Strip each): the style under
+            # each segment's own, and the offsets Textual's text selection reads (as on its own path).
+            segments, x = [], 0
+            for text, style, _ in line.render(console):
+                segments.append(Segment(text, (under + style if style else under) + _offset(x, y)))
+                x += len(text)
+            strips.append(Strip(segments, line.cell_len))
+        return strips
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
