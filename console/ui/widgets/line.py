@@ -87,9 +87,9 @@ class Line(Widget):
             # In one pass, what Strip.apply_style and apply_offsets do (a Strip each): the style under
             # each segment's own, and the offsets Textual's text selection reads (as on its own path).
             segments, x = [], 0
-            for text, style, _ in line.render(console):
-                segments.append(Segment(text, (under + style if style else under) + _offset(x, y)))
-                x += len(text)
+            for chunk, style, _ in line.render(console):
+                segments.append(Segment(chunk, (under + style if style else under) + _offset(x, y)))
+                x += len(chunk)
             strips.append(Strip(segments, line.cell_len))
         return strips
 
