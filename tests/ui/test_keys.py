@@ -291,7 +291,6 @@ async def test_escape_and_q_arriving_as_one_sequence_quits_from_a_text_box(make_
         assert calls and prompt.value == ""
 
 
-
 async def test_a_key_press_makes_collection_step_aside(make_app: AppFactory,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from console.telemetry.input_gate import GATE

@@ -34,7 +34,7 @@ class CellTable(DataTable[CellType]):
         # DataTable bumps _update_count on every change: one not made by update_cell here (rows
         # added, removed, sorted, columns) starts a new generation at the next render.
         self._seen_count = self._update_count
-        self._cache_size = 0
+        self._cache_cells = 0
         self._fit_caches()
 
     def _new_generation(self) -> None:
@@ -48,9 +48,9 @@ class CellTable(DataTable[CellType]):
         lines = self.row_count + 2  # rows of height 1, the header, a spare
         size = max(32, 2 * lines)
         cells = size * max(1, len(self.columns))
-        if cells <= self._cache_size:
+        if cells <= self._cache_cells:
             return
-        self._cache_size = cells
+        self._cache_cells = cells
         # Textual's caches, keyed by its counter: the visible lines of the state on screen and the
         # one before. Its cell cache is written by every render of a cell here, and read by none.
         self._row_render_cache = LRUCache(size)
