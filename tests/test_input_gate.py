@@ -59,8 +59,6 @@ def test_a_collector_starts_no_payload_work_while_the_ui_holds_the_gate() -> Non
     from concurrent.futures import Future, ThreadPoolExecutor
     from typing import Any
 
-    import httpx
-
     from console.config import parse_engine_ref
     from console.telemetry.collector import EngineCollector
     from console.telemetry.input_gate import GATE
@@ -73,13 +71,12 @@ def test_a_collector_starts_no_payload_work_while_the_ui_holds_the_gate() -> Non
             return super().submit(fn, *args, **kwargs)
 
     async def main() -> float:
-        async with httpx.AsyncClient() as client:
-            with Recording(max_workers=1) as pool:
-                c = EngineCollector(parse_engine_ref("vllm@http://127.0.0.1:9"), client, period=1.0, executor=pool)
-                GATE.hold(0.3)
-                held_at = time.monotonic()
-                await c._digest(b"vllm:num_requests_running 1\n", time.monotonic())
-                return held_at
+        with Recording(max_workers=1) as pool:
+            c = EngineCollector(parse_engine_ref("vllm@http://127.0.0.1:9"), period=1.0, executor=pool)
+            GATE.hold(0.3)
+            held_at = time.monotonic()
+            await c._digest(b"vllm:num_requests_running 1\n", time.monotonic())
+            return held_at
 
     held_at = asyncio.run(main())
     assert len(submitted) == 1

@@ -8,8 +8,6 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import httpx
-
 from console.config import EngineInstance
 from console.telemetry.scrape import EngineProbe, Fetched
 
@@ -31,14 +29,17 @@ class EngineAnswers:
     version: Endpoint | None
 
 
-async def _one(inst: EngineInstance, client: httpx.AsyncClient, timeout: float) -> EngineAnswers:
-    probe = EngineProbe(inst, client, timeout=timeout)
+async def _one(inst: EngineInstance, timeout: float) -> EngineAnswers:
+    probe = EngineProbe(inst, timeout=timeout)
     health = inst.profile.health
     version_path = health.version_path
     jobs = [probe.metrics(), probe.fetch(health.ready_path)]
     if version_path:
         jobs.append(probe.fetch(version_path))
-    got = await asyncio.gather(*jobs)
+    try:
+        got = await asyncio.gather(*jobs)
+    finally:
+        probe.close()
     return EngineAnswers(
         metrics=Endpoint(inst.profile.metrics.path, got[0]),
         models=Endpoint(health.ready_path, got[1]),
@@ -47,9 +48,7 @@ async def _one(inst: EngineInstance, client: httpx.AsyncClient, timeout: float) 
 
 
 async def probe_all(instances: Sequence[EngineInstance], timeout: float = PROBE_TIMEOUT_S) -> dict[str, EngineAnswers]:
-    limits = httpx.Limits(max_connections=max(8, 3 * len(instances)))
-    async with httpx.AsyncClient(limits=limits, trust_env=False) as client:
-        answers = await asyncio.gather(*(_one(inst, client, timeout) for inst in instances))
+    answers = await asyncio.gather(*(_one(inst, timeout) for inst in instances))
     return {inst.name: a for inst, a in zip(instances, answers, strict=True)}
 
 

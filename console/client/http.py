@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 from urllib.parse import urlsplit
@@ -46,6 +47,22 @@ class HTTPError(Exception):
     """Transport-level failure (refused, reset, timeout, malformed response)."""
 
 
+class ConnectFailed(HTTPError):
+    """No connection: ``cause`` is the OS's reason (refused, name not resolved, TLS refused)."""
+
+    def __init__(self, message: str, cause: OSError) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class NoAnswer(HTTPError):
+    """The connection, the headers or the whole body did not arrive in time."""
+
+
+class ClosedEarly(HTTPError):
+    """The server closed the connection before the response was complete."""
+
+
 class StreamCancelled(HTTPError):
     """The caller aborted the stream (``Cancellable.cancel``)."""
 
@@ -68,7 +85,8 @@ class Endpoint:
     @property
     def host_header(self) -> str:
         default = 443 if self.scheme == "https" else 80
-        return self.host if self.port == default else f"{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        return host if self.port == default else f"{host}:{self.port}"
 
 
 @dataclass(slots=True)
@@ -127,6 +145,7 @@ class _Conn(asyncio.BufferedProtocol):
         self._done_fut: asyncio.Future[None] | None = None
         self._keep_alive = True
         self._head_request = False
+        self._on_headers: Callable[[Response], None] | None = None
 
     # --- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -148,7 +167,7 @@ class _Conn(asyncio.BufferedProtocol):
         if self.aborted:
             err = StreamCancelled("cancelled by the client")
         else:
-            err = HTTPError(f"connection closed by server{': ' + str(exc) if exc else ''}")
+            err = ClosedEarly(f"connection closed by server{': ' + str(exc) if exc else ''}")
         if self._headers_fut is not None and not self._headers_fut.done():
             self._headers_fut.set_exception(err)
         if self._done_fut is not None and not self._done_fut.done():
@@ -180,6 +199,8 @@ class _Conn(asyncio.BufferedProtocol):
         self._headers_fut = loop.create_future()
         self._done_fut = loop.create_future()
         self._sink = sink
+        # A sink may want the status and headers before the body (e.g. to pick a decoder).
+        self._on_headers = getattr(sink, "on_headers", None)
         self._collect = _Collect()
         self._resp = None
         self._state = 1
@@ -305,6 +326,8 @@ class _Conn(asyncio.BufferedProtocol):
         self._stream_ok = 200 <= status < 300 and self._sink is not None
         conn_hdr = headers.get("connection", "").lower()
         self._keep_alive = parts[0] == "HTTP/1.1" and conn_hdr != "close"
+        if self._stream_ok and self._on_headers is not None:
+            self._on_headers(resp)
         if self._headers_fut is not None and not self._headers_fut.done():
             self._headers_fut.set_result(resp)
         te = headers.get("transfer-encoding", "").lower()
@@ -358,9 +381,19 @@ class _Conn(asyncio.BufferedProtocol):
 class HTTPClient:
     """Keep-alive connection pool for one endpoint (http only; https goes through asyncio's SSL)."""
 
-    def __init__(self, url: str, *, connect_timeout: float = 5.0, user_agent: str = "enginedeck") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 5.0,
+        user_agent: str = "enginedeck",
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.endpoint = Endpoint.parse(url)
         self.connect_timeout = connect_timeout
+        # https: this context (one shared by many clients saves loading the CA store for each), else
+        # asyncio's default one.
+        self.tls = tls
         self._idle: list[_Conn] = []
         self._all: set[_Conn] = set()
         self._ua = user_agent
@@ -368,16 +401,16 @@ class HTTPClient:
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
         ep = self.endpoint
-        ssl = True if ep.scheme == "https" else None
+        tls: ssl.SSLContext | bool | None = (self.tls or True) if ep.scheme == "https" else None
         try:
             _, proto = await asyncio.wait_for(
-                loop.create_connection(_Conn, ep.host, ep.port, ssl=ssl), self.connect_timeout
+                loop.create_connection(_Conn, ep.host, ep.port, ssl=tls), self.connect_timeout
             )
         except TimeoutError:
-            raise HTTPError(f"connect to {ep.host}:{ep.port} timed out after {self.connect_timeout:g}s") from None
+            raise NoAnswer(f"connect to {ep.host}:{ep.port} timed out after {self.connect_timeout:g}s") from None
         except OSError as exc:
             reason = exc.strerror or str(exc) or type(exc).__name__
-            raise HTTPError(f"cannot connect to {ep.host}:{ep.port}: {reason}") from None
+            raise ConnectFailed(f"cannot connect to {ep.host}:{ep.port}: {reason}", exc) from None
         self._all.add(proto)
         return proto
 
@@ -448,7 +481,7 @@ class HTTPClient:
             except TimeoutError:
                 conn.abort()
                 self._all.discard(conn)
-                raise HTTPError(f"{method} {path}: no complete response within {timeout:g}s") from None
+                raise NoAnswer(f"{method} {path}: no complete response within {timeout:g}s") from None
             except BaseException:
                 conn.abort()  # cancelled: close the stream at once so the server sees it
                 self._all.discard(conn)

@@ -9,12 +9,11 @@ Used by the hub (``hub.py``), which schedules one collector per engine.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
-
-import httpx
 
 from console.config import EngineInstance
 from console.model import (
@@ -85,15 +84,15 @@ class EngineCollector:
     IDENTITY_EVERY = 30  # periods between identity refreshes while connected
     HEALTH_EVERY = 5  # while metrics answer, the health endpoint is asked only every N periods
 
-    def __init__(self, instance: EngineInstance, client: httpx.AsyncClient, *, period: float,
-                 executor: Executor | None = None) -> None:
+    def __init__(self, instance: EngineInstance, *, period: float, executor: Executor | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         from console.telemetry.windows import EngineMetricsState
 
         self.instance = instance
         self.period = period
         self.executor = executor  # None: the loop's default executor
         self._digesting: asyncio.Future[_Digest | str] | None = None
-        self.probe = EngineProbe(instance, client, timeout=max(0.5, min(2.0, period * 1.5)))
+        self.probe = EngineProbe(instance, timeout=max(0.5, min(2.0, period * 1.5)), tls=tls)
         self.state = EngineMetricsState(instance.profile)
         self.identity: EngineIdentity | None = None
         self._identity_age = 0

@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Literal
-
-import httpx
 
 from console.config import EngineInstance
 from console.listeners import add_listener
@@ -223,28 +222,24 @@ class Hub:
         self._stop = asyncio.Event()
         self._wake = self._new_wake()
         ready.set()
-        # Each engine has its own small pool: httpcore scans a pool's every connection on each
-        # request, so one pool for all engines would cost each scrape work in proportion to them.
-        limits = httpx.Limits(max_connections=4, max_keepalive_connections=2)
         # One worker per engine: each engine has at most one payload in work, so no engine ever
         # queues behind another's.
         digesters = ThreadPoolExecutor(max_workers=max(1, len(self._instances)), thread_name_prefix="enginedeck-digest")
         try:
-            await self._collect_all(limits, digesters)
+            await self._collect_all(digesters)
         finally:
             digesters.shutdown(wait=False, cancel_futures=True)
         self._close_sources()
 
-    async def _collect_all(self, limits: httpx.Limits, digesters: Executor) -> None:
+    async def _collect_all(self, digesters: Executor) -> None:
         assert self._stop is not None
-        # One TLS context for every client: each would otherwise load the CA bundle (tens of ms).
-        tls = httpx.create_ssl_context()
-        async with contextlib.AsyncExitStack() as clients:
+        # One TLS context for every https engine: each would otherwise load the CA store (tens of ms).
+        https = any(inst.url.startswith("https:") for inst in self._instances)
+        tls = ssl.create_default_context() if https else None
+        try:
             for inst in self._instances:
-                client = await clients.enter_async_context(
-                    httpx.AsyncClient(limits=limits, trust_env=False, follow_redirects=False, verify=tls))
                 period = inst.config.scrape_period or self._refresh
-                c = EngineCollector(inst, client, period=period, executor=digesters)
+                c = EngineCollector(inst, period=period, executor=digesters, tls=tls)
                 c.want_raw = inst.name == getattr(self, "_detail", None)
                 c.on_payload = self._payload
                 c.wake = self._new_wake()
@@ -263,6 +258,9 @@ class Hub:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            for c in self._collectors.values():
+                c.probe.close()
 
     async def _sleep(self, seconds: float) -> None:
         assert self._wake is not None

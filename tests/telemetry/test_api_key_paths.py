@@ -8,7 +8,6 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 
 from console.cli import main
@@ -85,11 +84,13 @@ async def test_key_only_on_paths_the_profile_guards(serve: list[_Recorder], monk
     srv = _start(serve)
     monkeypatch.setenv("ROUTE_KEY", KEY)
     inst = parse_engine_ref(f"vllm@{srv.url}", api_key_env="ROUTE_KEY")
-    async with httpx.AsyncClient(trust_env=False, follow_redirects=False) as client:
-        probe = EngineProbe(inst, client)
+    probe = EngineProbe(inst)
+    try:
         assert (await probe.metrics()).ok
         await probe.health()
         await probe.identity()
+    finally:
+        probe.close()
     sent = {path: auth for path, auth in srv.seen}
     # vLLM's key guards /v1 only: /metrics, /health and /version never see it.
     assert sent["/v1/models"] == f"Bearer {KEY}"

@@ -7,7 +7,6 @@ import tracemalloc
 import zlib
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 from aiohttp import web
 
@@ -102,13 +101,16 @@ async def gzip_server() -> AsyncIterator[str]:
 
 async def test_probe_reads_gzip_and_refuses_a_bomb(gzip_server: str) -> None:
     inst = parse_engine_ref(f"vllm@{gzip_server}")
-    async with httpx.AsyncClient() as client:
-        probe = EngineProbe(inst, client)
+    probe = EngineProbe(inst)
+    try:
         got = await probe.metrics()
         assert got.ok and got.body == TEXT
         bomb = await probe.fetch("/bomb", max_bytes=MAX_METRICS_BYTES)
-        assert not bomb.ok
+        assert not bomb.ok and bomb.status == 200
         assert bomb.reason() == "decoded response larger than 16 MiB"
+        assert (await probe.metrics()).body == TEXT  # the refused body's connection is not reused
+    finally:
+        probe.close()
 
 
 def test_error_bodies_shown_are_scrubbed() -> None:

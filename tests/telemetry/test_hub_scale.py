@@ -105,24 +105,39 @@ def test_scrapes_do_not_search_for_modules_each_time(sim_url: tuple[str, int]) -
     assert not again, again
 
 
-def test_each_engine_scrapes_over_its_own_small_pool(sim_url: tuple[str, int]) -> None:
+def test_each_engine_scrapes_over_its_own_kept_alive_connection(sim_url: tuple[str, int]) -> None:
     n = 8
     hub = Hub(_engines(sim_url[0], n), refresh=0.3, gpu_source="none")
     try:
         hub.start()
         _wait_rounds(hub, 3)
         clients = {name: c.probe.client for name, c in hub._collectors.items()}
-        pools = {name: len(client._transport._pool.connections)  # type: ignore[attr-defined]
-                 for name, client in clients.items()}
-        contexts = {id(client._transport._pool._ssl_context) for client in clients.values()}  # type: ignore[attr-defined]
+        conns = {name: len(client._all) for name, client in clients.items()}
+        reused = {name: len(client._idle) for name, client in clients.items()}
     finally:
         hub.stop()
-    # httpcore scans every connection of a pool on each request and each response close: one
-    # pool for all engines costs each scrape work in proportion to the engine count.
+    # One client per engine: a request never searches a pool shared with the other engines.
     assert len({id(c) for c in clients.values()}) == n
-    assert max(pools.values()) <= 2, pools
-    # One TLS context for all: loading the CA bundle for each client costs tens of ms per engine.
-    assert len(contexts) == 1
+    # Health, identity and metrics go one after another over one kept-alive connection.
+    assert max(conns.values()) == 1 and min(reused.values()) == 1, (conns, reused)
+
+
+def test_https_engines_share_one_tls_context() -> None:
+    # Loading the CA store for each engine's client costs tens of ms per engine.
+    engines = [dataclasses.replace(parse_engine_ref(f"vllm@https://127.0.0.1:{free_port()}"), name=f"e{i}")
+               for i in range(3)]
+    hub = Hub([*engines, parse_engine_ref(f"sglang@http://127.0.0.1:{free_port()}")], refresh=0.2, gpu_source="none")
+    try:
+        hub.start()
+        deadline = time.monotonic() + DEADLINE
+        while any(e.health_detail == "" for e in hub.latest().engines):  # each has tried once
+            assert time.monotonic() < deadline, hub.latest().engines
+            time.sleep(0.05)
+        contexts = {name: c.probe.client.tls for name, c in hub._collectors.items()}
+    finally:
+        hub.stop()
+    shared = {id(contexts[e.name]) for e in engines}
+    assert len(shared) == 1 and contexts["e0"] is not None
 
 
 def test_one_host_round_lists_the_processes_once(monkeypatch: pytest.MonkeyPatch) -> None:
