@@ -26,6 +26,7 @@ from console.model import (
     SourceState,
 )
 from console.telemetry.input_gate import GATE
+from console.telemetry.promdelta import ScrapeParser
 from console.telemetry.scrape import EngineProbe, Health
 
 
@@ -94,6 +95,7 @@ class EngineCollector:
         self._digesting: asyncio.Future[_Digest | str] | None = None
         self.probe = EngineProbe(instance, timeout=max(0.5, min(2.0, period * 1.5)), tls=tls)
         self.state = EngineMetricsState(instance.profile)
+        self.parser = ScrapeParser()  # touched only by this engine's digest, one at a time
         self.identity: EngineIdentity | None = None
         self._identity_age = 0
         self._health_age = 0
@@ -164,7 +166,7 @@ class EngineCollector:
         from console.telemetry.recognize import DRAINED, foreign_hint, is_drained
 
         profile = self.instance.profile
-        reading = normalize(profile, body, full=want_raw)
+        reading = normalize(profile, body, full=want_raw, parser=self.parser)
         # Another engine's payload (or the wrong profile) is no reading of this one: say whose it is.
         hint = foreign_hint(profile, reading, body)
         if hint:

@@ -33,7 +33,7 @@ import gc
 import math
 from collections.abc import Callable, Iterable
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.profiles import EngineProfile, MetricMapping
 from console.telemetry.info_gauges import adopt_unlabelled, from_label
@@ -49,6 +49,9 @@ from console.telemetry.readings import (
     finite_sum,
 )
 from console.telemetry.trtjson import parse_trtllm_json
+
+if TYPE_CHECKING:
+    from console.telemetry.promdelta import ScrapeParser
 
 __all__ = [
     "HistogramSeries",
@@ -98,27 +101,24 @@ def sniff_format(payload: bytes | str) -> PayloadFormat:
     return "trtllm-json" if head_s[:1] in ("[", "{") else "prometheus"
 
 
-def parse_payload(
-    payload: bytes | str, *, format: PayloadFormat | None = None, wanted: frozenset[str] | None = None
-) -> tuple[PayloadFormat, ParseResult]:
+def parse_payload(payload: bytes | str, *, format: PayloadFormat | None = None, wanted: frozenset[str] | None = None,
+                  parser: ScrapeParser | None = None) -> tuple[PayloadFormat, ParseResult]:
     fmt = format or sniff_format(payload)
     if fmt == "trtllm-json":
         return fmt, parse_trtllm_json(payload)
+    if parser is not None:
+        return fmt, parser.parse(payload, wanted)
     return fmt, parse(payload, wanted)
 
 
-def normalize(
-    profile: EngineProfile,
-    payload: bytes | str | ParseResult,
-    *,
-    format: PayloadFormat | None = None,
-    full: bool = True,
-) -> Reading:
+def normalize(profile: EngineProfile, payload: bytes | str | ParseResult, *, format: PayloadFormat | None = None,
+              full: bool = True, parser: ScrapeParser | None = None) -> Reading:
     """Parse (unless given a ParseResult) and map a payload with ``profile``. Never raises.
 
     ``format``: None sniffs (JSON -> trtllm-json, else Prometheus text).
     ``full=False`` parses only the families the profile maps (much faster on large payloads);
     ``raw`` and ``unmapped`` then cover only those.
+    ``parser``: the engine's ``ScrapeParser`` (its payloads read as changes to the previous one).
     """
     # A payload becomes tens of thousands of tuples, none in a reference cycle: the cyclic collector
     # would only walk them (and every other object of the process, in its full passes) over and
@@ -127,20 +127,20 @@ def normalize(
     if paused:
         gc.disable()
     try:
-        return _normalize(profile, payload, format, full)
+        return _normalize(profile, payload, format, full, parser)
     finally:
         if paused:
             gc.enable()
 
 
-def _normalize(
-    profile: EngineProfile, payload: bytes | str | ParseResult, format: PayloadFormat | None, full: bool
-) -> Reading:
+def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, format: PayloadFormat | None, full: bool,
+               parser: ScrapeParser | None) -> Reading:
     if isinstance(payload, ParseResult):
         fmt: PayloadFormat = format or "prometheus"
         parsed = payload
     else:
-        fmt, parsed = parse_payload(payload, format=format, wanted=None if full else wanted_names(profile))
+        wanted = None if full else wanted_names(profile)
+        fmt, parsed = parse_payload(payload, format=format, wanted=wanted, parser=parser)
     spec = profile.metrics
     builder = _Builder(spec.model_label, spec.replica_labels, spec.shard_labels)
     resolved: dict[str, Resolution] = {}

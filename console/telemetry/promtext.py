@@ -333,6 +333,7 @@ def parse(
     *,
     keep_created: bool = False,
     max_errors: int = 50,
+    slots: dict[int, tuple[str, int]] | None = None,
 ) -> ParseResult:
     """Parse a Prometheus text payload. Never raises.
 
@@ -341,6 +342,8 @@ def parse(
     ``<w>_count`` are kept, every other line is skipped after reading its name (and is not checked
     for errors). ``None`` keeps everything.
     ``max_errors``: how many error lines to keep (``error_count`` counts them all).
+    ``slots``: filled with line index -> (family name, position in its samples) for each sample kept
+    (``promdelta`` reads a later payload as changes to this one).
     """
     result = ParseResult()
     errors = result.errors
@@ -405,6 +408,8 @@ def parse(
                 else:
                     fam.samples.append(new_tuple(Sample, (name, labels, value)))
                     n_samples += 1
+                    if slots is not None:
+                        slots[idx] = (fam.name, len(fam.samples) - 1)
                 continue
             # A name seen for the first time here, or a label set over the limit: the general path.
         if first == "#":
@@ -478,6 +483,8 @@ def parse(
             continue
         fam.samples.append(new_tuple(Sample, (name, labels, value)))
         n_samples += 1
+        if slots is not None:
+            slots[idx] = (fam.name, len(fam.samples) - 1)
     result.sample_count = n_samples
     if result.error_count > len(errors) and len(errors) >= max_errors:
         errors.append(f"... {result.error_count - len(errors)} more malformed lines not listed")
