@@ -48,3 +48,20 @@ def test_extend_is_append_of_each_point() -> None:
             by_append.append("k", t, v)
         by_extend.extend("k", [t for t, _ in pts[before:]], [v for _, v in pts[before:]])
         assert str(by_extend.points("k")) == str(by_append.points("k")), (before, capacity)
+
+
+def test_values_and_points_match_a_plain_list_at_every_fill_and_wrap() -> None:
+    import random
+    from collections import deque
+
+    rng = random.Random(3)
+    for capacity in (1, 2, 7, 64):
+        ring = Ring(capacity)
+        model: deque[tuple[float, float]] = deque(maxlen=capacity)
+        for i in range(3 * capacity + 5):
+            ring.append(float(i), float(rng.randrange(1000)))
+            model.append((float(i), ring.latest()[1]))  # type: ignore[index]
+            for last in (None, 0, 1, capacity - 1, capacity, capacity + 3, -1):
+                want = list(model) if last is None else list(model)[len(model) - max(0, min(last, len(model))):]
+                assert ring.points(last) == want, (capacity, i, last)
+                assert ring.values(last) == [v for _, v in want], (capacity, i, last)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Sequence
 from typing import cast
 
 NAN = math.nan
@@ -60,18 +60,22 @@ class Ring:
     def __len__(self) -> int:
         return self._n
 
-    def _indices(self, last: int | None) -> Iterator[int]:
-        n = self._n if last is None else min(last, self._n)
-        first = self._start + self._n - n
-        for k in range(first, first + n):
-            yield k % self.capacity
+    def _slices(self, column: array[float], last: int | None) -> array[float]:
+        """The newest ``last`` entries of a column, oldest first: one or two slice copies (in C),
+        not a Python step per point (charts read hundreds of points per series each refresh)."""
+        n = self._n if last is None else max(0, min(last, self._n))
+        first = (self._start + self._n - n) % self.capacity if self.capacity else 0
+        end = first + n
+        if end <= self.capacity:
+            return column[first:end]
+        return column[first:] + column[: end - self.capacity]
 
     def values(self, last: int | None = None) -> list[float]:
         """Values oldest first (NaN where there was no data)."""
-        return [self._v[i] for i in self._indices(last)]
+        return self._slices(self._v, last).tolist()
 
     def points(self, last: int | None = None) -> list[tuple[float, float]]:
-        return [(self._t[i], self._v[i]) for i in self._indices(last)]
+        return list(zip(self._slices(self._t, last), self._slices(self._v, last), strict=True))
 
     def since(self, t0: float) -> list[tuple[float, float]]:
         return [(t, v) for t, v in self.points() if t >= t0]

@@ -106,7 +106,7 @@ class ScrapeParser:
                 value = float(token)
             except ValueError:
                 return None
-            fam.samples[pos] = tuple.__new__(Sample, (name, labels, value))
+            fam.samples[pos] = tuple.__new__(Sample, (before[0], before[1], value))  # its name and labels kept
         out = ParseResult(families={n: copies.get(n, f) for n, f in families.items()}, created=prev.created)
         out.line_count = prev.line_count
         out.sample_count = prev.sample_count
