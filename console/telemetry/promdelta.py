@@ -19,14 +19,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Container
 
-from console.telemetry.promtext import (
-    _LABEL_CACHE,
-    _PLAIN_LINE,
-    Family,
-    ParseResult,
-    Sample,
-    parse,
-)
+from console.telemetry.promtext import Family, ParseResult, Sample, known_labels, match_sample_line, parse
 from console.telemetry.wanted import expand_wanted
 
 _SKIP = 0  # a line the wanted filter skips (its name is not wanted)
@@ -75,7 +68,7 @@ class ScrapeParser:
         old = self._hashes
         kinds, fam_of, pos_of = self._kinds, self._slot_family, self._slot_pos
         accept, prefixes = (None, None) if wanted is None else expand_wanted(wanted)
-        plain, label_cache = _PLAIN_LINE, _LABEL_CACHE
+        plain, labels_of = match_sample_line, known_labels
         copies: dict[str, Family] = {}
         families = prev.families
         for i in [i for i, (a, b) in enumerate(zip(hashes, old, strict=True)) if a != b]:
@@ -99,7 +92,7 @@ class ScrapeParser:
                 fam = copies[fname] = Family(was.name, was.kind, was.help, list(was.samples))
             pos = pos_of[i]
             before = fam.samples[pos]
-            labels = () if ltext is None else label_cache.get(ltext)
+            labels = () if ltext is None else labels_of(ltext)
             if token is None or name != before[0] or labels != before[1]:
                 return None  # another series on this line (or a label text evicted from the cache)
             try:
@@ -144,5 +137,5 @@ def _skipped(line: str, accept: Container[str] | None, prefixes: tuple[str, ...]
         return False
     if not line.startswith(prefixes):
         return True
-    m = _PLAIN_LINE(line)
+    m = match_sample_line(line)
     return m is not None and m.group(1) not in accept

@@ -35,7 +35,8 @@ from typing import NamedTuple
 
 from console.telemetry.wanted import CHILD_SUFFIXES, expand_wanted
 
-__all__ = ["KINDS", "Family", "Labels", "ParseResult", "Sample", "clear_caches", "parse", "parse_labels"]
+__all__ = ["KINDS", "Family", "Labels", "ParseResult", "Sample", "clear_caches", "known_labels", "match_sample_line",
+           "parse", "parse_labels"]
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -88,6 +89,12 @@ _shapes_bytes = 0
 # GIL-holding calls (sorting, hashing) that stall every other thread, the hub's loop included.
 _MAX_LABEL_TEXT = 64 * 1024
 _NAME_OK: dict[str, bool] = {}
+
+# For readers of later payloads as changes (promdelta): the usual sample line's match (name, label
+# text, value token), and a label text's parsed labels when seen before (the cache is only ever
+# cleared in place, so this stays bound to it).
+match_sample_line = _PLAIN_LINE
+known_labels = _LABEL_CACHE.get
 
 
 class Sample(NamedTuple):
