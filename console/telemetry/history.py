@@ -64,7 +64,7 @@ class Ring:
         """The newest ``last`` entries of a column, oldest first: one or two slice copies (in C),
         not a Python step per point (charts read hundreds of points per series each refresh)."""
         n = self._n if last is None else max(0, min(last, self._n))
-        first = (self._start + self._n - n) % self.capacity if self.capacity else 0
+        first = (self._start + self._n - n) % self.capacity
         end = first + n
         if end <= self.capacity:
             return column[first:end]

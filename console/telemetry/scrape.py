@@ -141,7 +141,7 @@ class _CappedBody:
 
 class EngineProbe:
     """Talks HTTP to one engine instance over its own keep-alive connection (the console's HTTP
-    client: a 200 KB payload costs a sixth of the CPU it costs through httpx)."""
+    client: a 209 KiB payload costs 0.25 ms of CPU against 1.84 ms through httpx, scrape_path.py)."""
 
     def __init__(self, instance: EngineInstance, *, timeout: float = 2.0, tls: ssl.SSLContext | None = None) -> None:
         self.instance = instance
