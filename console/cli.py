@@ -59,7 +59,8 @@ def _skip_unused_imports() -> None:
     """What the console would import and never use. httpx imports its command-line client (click,
     pygments, rich.progress: about 0.1 s) whenever click is installed, as uvicorn installs it: a
     None in ``sys.modules`` makes that import fail, and httpx falls back to its stub ``main``.
-    pydantic looks for plugins in every installed package's entry points at its first model."""
+    pydantic (the simulator's request models) looks for plugins in every installed package's entry
+    points at its first model."""
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from console.errors import ConfigError, UserError
 from console.hosts import DEFAULT_COMMAND, HostTarget, check_command, host_name_ok, parse_destination
 from console.keymap import KeyTableError, parse_key_table
 from console.paths import config_file
 from console.profiles import EngineProfile, get_profile, load_profiles
+from console.schema import Invalid, spec, validate
 from console.secrets import looks_secret, mask_config
 from console.sources import (
     DEFAULT_SELECTOR,
@@ -41,96 +40,100 @@ from console.timespec import parse_duration, parse_size
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Timeouts(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class Timeouts:
     """Per-phase timeouts in seconds. A load that still shows progress is never killed for time."""
 
-    creating: float = Field(default=60, gt=0)
-    starting: float = Field(default=120, gt=0)
-    loading: float = Field(default=1800, gt=0)
-    stopping: float = Field(default=30, gt=0)
-    gpu_release: float = Field(default=60, gt=0)
+    creating: float = spec(60.0, gt=0)
+    starting: float = spec(120.0, gt=0)
+    loading: float = spec(1800.0, gt=0)
+    stopping: float = spec(30.0, gt=0)
+    gpu_release: float = spec(60.0, gt=0)
 
 
-class InstanceConfig(_Strict):
+def _no_secret_literals(v: dict[str, str], _: object) -> dict[str, str]:
+    for key in v:
+        if looks_secret(key):
+            raise ValueError(
+                f"{key} looks like a secret; list it in env_passthrough so its value is taken from "
+                "your environment instead of the file"
+            )
+    return v
+
+
+def _env_name(v: str | None, _: object) -> str | None:
+    if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+        raise ValueError("must be the NAME of an environment variable (e.g. VLLM_API_KEY), not a key")
+    return v
+
+
+def _engine_url(v: str | None, _: object) -> str | None:
+    if v is None:
+        return v
+    example = "like http://127.0.0.1:8000"
+    try:
+        parts = urlsplit(v)
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        raise ValueError(f"{v!r} is not an http(s) URL {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{v!r} is not an http(s) URL {example}")
+    if not parts.hostname:
+        raise ValueError(f"{v!r} has no host; give one {example}")
+    # Checked here, not on first use: an HTTP client rejects such a URL with an exception.
+    port_text = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+    if port_text:
+        if not port_text.isdigit():
+            raise ValueError(f"{v!r}: port {port_text!r} is not a number")
+        if not 1 <= int(port_text) <= 65535:
+            raise ValueError(f"{v!r}: port {int(port_text)} is out of range (1-65535)")
+    return v.rstrip("/")
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstanceConfig:
     profile: str
     # Monitor an existing endpoint...
-    url: str | None = None
+    url: str | None = spec(None, check=_engine_url)
     # ...or start and stop it.
     managed: Literal["docker", "process"] | None = None
     model: str | None = None
     served_name: str | None = None
-    port: int | None = Field(default=None, ge=1, le=65535)
+    port: int | None = spec(None, ge=1, le=65535)
     bind: str = "127.0.0.1"
     gpus: Literal["all", "none"] | int | list[int] = "none"
-    tp: int = Field(default=1, ge=1)
-    extra_args: list[str] = Field(default_factory=list)
+    tp: int = spec(1, ge=1)
+    extra_args: list[str] = spec(factory=list)
     image: str | None = None
     command: list[str] | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = spec(factory=dict, check=_no_secret_literals)
     env_passthrough: list[str] | None = None
     model_cache: str | None = None
-    api_key_env: str | None = None
+    api_key_env: str | None = spec(None, check=_env_name)
     timeouts: Timeouts = Timeouts()
     simulated: bool = False
     # Scrape period for this engine's metrics (seconds); defaults to the console refresh.
-    scrape_period: float | None = Field(default=None, gt=0)
+    scrape_period: float | None = spec(None, gt=0)
 
-    @field_validator("env")
-    @classmethod
-    def _no_secret_literals(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
-            if looks_secret(key):
-                raise ValueError(
-                    f"{key} looks like a secret; list it in env_passthrough so its value is taken from "
-                    "your environment instead of the file"
-                )
-        return v
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
-            raise ValueError("must be the NAME of an environment variable (e.g. VLLM_API_KEY), not a key")
-        return v
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        example = "like http://127.0.0.1:8000"
-        try:
-            parts = urlsplit(v)
-        except ValueError:  # e.g. an unclosed IPv6 bracket
-            raise ValueError(f"{v!r} is not an http(s) URL {example}") from None
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"{v!r} is not an http(s) URL {example}")
-        if not parts.hostname:
-            raise ValueError(f"{v!r} has no host; give one {example}")
-        # Checked here, not on first use: an HTTP client rejects such a URL with an exception.
-        port_text = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
-        if port_text:
-            if not port_text.isdigit():
-                raise ValueError(f"{v!r}: port {port_text!r} is not a number")
-            if not 1 <= int(port_text) <= 65535:
-                raise ValueError(f"{v!r}: port {int(port_text)} is out of range (1-65535)")
-        return v.rstrip("/")
-
-    @model_validator(mode="after")
-    def _url_or_managed(self) -> InstanceConfig:
+    def __post_init__(self) -> None:
         if self.url is None and self.managed is None:
             raise ValueError('give either url = "http://host:port" (watch) or managed = "docker"|"process" (start)')
         if self.managed is not None and self.model is None and self.command is None:
             raise ValueError("a managed engine needs model (or command for a process)")
-        return self
 
 
-class ConsoleSettings(_Strict):
-    refresh: float = Field(default=1.0, ge=0.1, le=60)
+def _duration(v: str, _: object) -> str:
+    parse_duration(v)
+    return v
+
+
+def _size(v: str, _: object) -> str:
+    parse_size(v)
+    return v
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsoleSettings:
+    refresh: float = spec(1.0, ge=0.1, le=60)
     layout: str = "auto"
     read_only: bool = False
     mouse: bool = True
@@ -143,46 +146,33 @@ class ConsoleSettings(_Strict):
     # Recordings (`enginedeck record`, the console's REC): the folder (default: `recordings` in the
     # state dir) and how much is kept, by age and by size.
     recording_dir: str | None = None
-    record_retain: str = "48h"
-    record_max_size: str = "1GB"
-
-    @field_validator("record_retain")
-    @classmethod
-    def _retain(cls, v: str) -> str:
-        parse_duration(v)
-        return v
-
-    @field_validator("record_max_size")
-    @classmethod
-    def _max_size(cls, v: str) -> str:
-        parse_size(v)
-        return v
+    record_retain: str = spec("48h", check=_duration)
+    record_max_size: str = spec("1GB", check=_size)
 
 
-class HostConfig(_Strict):
+def _ssh(v: str, _: object) -> str:
+    try:
+        parse_destination(v, where="destination")
+    except UserError as exc:
+        raise ValueError(exc.message) from None
+    return v
+
+
+def _command(v: str, _: object) -> str:
+    try:
+        return check_command(v)
+    except UserError as exc:
+        raise ValueError(exc.message) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostConfig:
     """``[hosts.NAME]``: a machine watched over SSH (its own enginedeck reports its engines)."""
 
-    ssh: str  # [user@]host[:port], or an alias of ~/.ssh/config
-    command: str = DEFAULT_COMMAND  # the enginedeck command line there, e.g. "uvx enginedeck"
-    ssh_options: list[str] = Field(default_factory=list)  # extra ssh arguments, e.g. ["-F", "ssh.conf"]
-    period: float = Field(default=1.0, ge=0.2, le=60)  # seconds between the host's reports
-
-    @field_validator("ssh")
-    @classmethod
-    def _ssh(cls, v: str) -> str:
-        try:
-            parse_destination(v, where="destination")
-        except UserError as exc:
-            raise ValueError(exc.message) from None
-        return v
-
-    @field_validator("command")
-    @classmethod
-    def _command(cls, v: str) -> str:
-        try:
-            return check_command(v)
-        except UserError as exc:
-            raise ValueError(exc.message) from None
+    ssh: str = spec(check=_ssh)  # [user@]host[:port], or an alias of ~/.ssh/config
+    command: str = spec(DEFAULT_COMMAND, check=_command)  # the enginedeck command line there, e.g. "uvx enginedeck"
+    ssh_options: list[str] = spec(factory=list)  # extra ssh arguments, e.g. ["-F", "ssh.conf"]
+    period: float = spec(1.0, ge=0.2, le=60)  # seconds between the host's reports
 
     def target(self, name: str) -> HostTarget:
         destination, port = parse_destination(self.ssh)
@@ -190,68 +180,59 @@ class HostConfig(_Strict):
                           ssh_options=tuple(self.ssh_options), period=self.period)
 
 
-class SourceConfig(_Strict):
+def _source_url(v: str | None, _: object) -> str | None:
+    if v is None:
+        return None
+    try:
+        return check_url(v, where="URL")
+    except UserError as exc:
+        raise ValueError(exc.message) from None
+
+
+def _selector(v: str | None, before: Mapping[str, Any]) -> str | None:
+    if v is None:
+        return None
+    try:
+        if before.get("kubernetes") is not None:
+            return check_label_selector(v)
+        parse_selector(v)
+    except UserError as exc:
+        raise ValueError(exc.message) from None
+    return v
+
+
+def _token_env(v: str | None, _: object) -> str | None:
+    if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+        raise ValueError("give the NAME of an environment variable that holds the token, never the token")
+    return v
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceConfig:
     """``[sources.NAME]``: a Prometheus server that scrapes the engines, or a Kubernetes API server
     whose pods they are (read-only either way)."""
 
-    prometheus: str | None = None  # its base URL, e.g. http://prom:9090
-    kubernetes: str | None = None  # the API server's URL, e.g. https://api:6443
-    selector: str | None = None  # Prometheus: which series are engines'; Kubernetes: a label selector
-    identity: list[str] = Field(default_factory=lambda: list(IDENTITY_LABELS), min_length=1)
-    role_labels: list[str] = Field(default_factory=lambda: list(ROLE_LABELS))
+    prometheus: str | None = spec(None, check=_source_url)  # its base URL, e.g. http://prom:9090
+    kubernetes: str | None = spec(None, check=_source_url)  # the API server's URL, e.g. https://api:6443
+    # Prometheus: which series are engines'; Kubernetes: a label selector
+    selector: str | None = spec(None, check=_selector)
+    identity: list[str] = spec(factory=lambda: list(IDENTITY_LABELS), min_length=1)
+    role_labels: list[str] = spec(factory=lambda: list(ROLE_LABELS))
     profile: str | None = None  # one profile for every engine; default: from the metric names
-    period: float = Field(default=1.0, ge=0.2, le=60)  # seconds between reads
-    history: str = "15m"  # chart backfill from query_range (Prometheus)
+    period: float = spec(1.0, ge=0.2, le=60)  # seconds between reads
+    history: str = spec("15m", check=_duration)  # chart backfill from query_range (Prometheus)
     # Kubernetes only: the environment variable holding the bearer token (never the token itself),
     # the CA bundle of the server's certificate, one namespace (default: all), seconds between lists.
-    token_env: str | None = None
+    token_env: str | None = spec(None, check=_token_env)
     ca_file: str | None = None
     namespace: str | None = None
-    list_every: float = Field(default=5.0, ge=1, le=600)
+    list_every: float = spec(5.0, ge=1, le=600)
 
-    @field_validator("prometheus", "kubernetes")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        if v is None:
-            return None
-        try:
-            return check_url(v, where="URL")
-        except UserError as exc:
-            raise ValueError(exc.message) from None
-
-    @field_validator("selector")
-    @classmethod
-    def _selector(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if v is None:
-            return None
-        try:
-            if info.data.get("kubernetes") is not None:
-                return check_label_selector(v)
-            parse_selector(v)
-        except UserError as exc:
-            raise ValueError(exc.message) from None
-        return v
-
-    @field_validator("token_env")
-    @classmethod
-    def _token_env(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
-            raise ValueError("give the NAME of an environment variable that holds the token, never the token")
-        return v
-
-    @field_validator("history")
-    @classmethod
-    def _history(cls, v: str) -> str:
-        parse_duration(v)
-        return v
-
-    @model_validator(mode="after")
-    def _kind(self) -> SourceConfig:
+    def __post_init__(self) -> None:
         if (self.prometheus is None) == (self.kubernetes is None):
             raise ValueError("give one of prometheus = URL or kubernetes = URL")
         if self.prometheus is not None and (self.token_env or self.ca_file or self.namespace):
             raise ValueError("token_env, ca_file and namespace are for a kubernetes source")
-        return self
 
     def target(self, name: str) -> PromTarget | KubeTarget:
         if self.kubernetes is not None:
@@ -263,38 +244,23 @@ class SourceConfig(_Strict):
                           period=self.period, history_s=parse_duration(self.history))
 
 
-class ConfigFile(_Strict):
-    schema_version: int = Field(default=1, alias="schema")
-    console: ConsoleSettings = field(default_factory=ConsoleSettings)
-    engines: dict[str, InstanceConfig] = Field(default_factory=dict)
-    hosts: dict[str, HostConfig] = Field(default_factory=dict)
-    sources: dict[str, SourceConfig] = Field(default_factory=dict)
-
-    @field_validator("sources")
-    @classmethod
-    def _source_names(cls, v: dict[str, SourceConfig]) -> dict[str, SourceConfig]:
+def _names_ok(what: str, ok: Callable[[str], object]) -> Callable[[dict[str, Any], object], dict[str, Any]]:
+    def check(v: dict[str, Any], _: object) -> dict[str, Any]:
         for name in v:
-            if not source_name_ok(name):
-                raise ValueError(f"source name {name!r} may use letters, digits, '.', '_' and '-' only")
+            if not ok(name):
+                raise ValueError(f"{what} name {name!r} may use letters, digits, '.', '_' and '-' only")
         return v
 
-    @field_validator("hosts")
-    @classmethod
-    def _host_names(cls, v: dict[str, HostConfig]) -> dict[str, HostConfig]:
-        for name in v:
-            if not host_name_ok(name):
-                raise ValueError(f"host name {name!r} may use letters, digits, '.', '_' and '-' only")
-        return v
+    return check
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    @field_validator("engines")
-    @classmethod
-    def _names(cls, v: dict[str, InstanceConfig]) -> dict[str, InstanceConfig]:
-        for name in v:
-            if not re.match(_NAME, name):
-                raise ValueError(f"engine name {name!r} may use letters, digits, '.', '_' and '-' only")
-        return v
+@dataclass(frozen=True, kw_only=True)
+class ConfigFile:
+    schema_version: int = spec(1, alias="schema")
+    console: ConsoleSettings = spec(factory=ConsoleSettings)
+    engines: dict[str, InstanceConfig] = spec(factory=dict, check=_names_ok("engine", re.compile(_NAME).match))
+    hosts: dict[str, HostConfig] = spec(factory=dict, check=_names_ok("host", host_name_ok))
+    sources: dict[str, SourceConfig] = spec(factory=dict, check=_names_ok("source", source_name_ok))
 
 
 @dataclass(frozen=True)
@@ -343,10 +309,6 @@ class Config:
         raise UserError(f"no engine named {name!r} (known: {known}); or give PROFILE@URL")
 
 
-def _loc(loc: Sequence[Any]) -> str:
-    return ".".join(str(p) for p in loc)
-
-
 def parse_config(data: Mapping[str, Any], source: str, profiles: Mapping[str, EngineProfile] | None = None) -> Config:
     try:
         # [keys] is checked by its own module (console.keymap): its errors name the action.
@@ -354,17 +316,12 @@ def parse_config(data: Mapping[str, Any], source: str, profiles: Mapping[str, En
     except KeyTableError as exc:
         raise ConfigError(source, f"keys.{exc.action}" if exc.action else "keys", exc.problem) from None
     try:
-        cf = ConfigFile.model_validate({k: v for k, v in data.items() if k != "keys"})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = err.get("msg", "invalid value").removeprefix("Value error, ")
-        if err.get("type") == "extra_forbidden":
-            msg = "unknown key"
-            if str(err.get("loc", ("",))[-1]) in ("api_key", "token", "hf_token"):
-                msg = "secrets are never written in the file; use api_key_env = \"ENV_VAR_NAME\""
-        elif err.get("type") == "missing":
-            msg = "required key is missing"
-        raise ConfigError(source, _loc(err.get("loc", ())), msg) from None
+        cf = validate(ConfigFile, {k: v for k, v in data.items() if k != "keys"})
+    except Invalid as exc:
+        msg = exc.msg
+        if exc.kind == "extra" and str(exc.loc[-1]) in ("api_key", "token", "hf_token"):
+            msg = "secrets are never written in the file; use api_key_env = \"ENV_VAR_NAME\""
+        raise ConfigError(source, exc.where, msg) from None
     table = load_profiles() if profiles is None else profiles
     instances = []
     for name, ic in cf.engines.items():
@@ -426,10 +383,9 @@ def parse_engine_ref(ref: str, *, api_key_env: str | None = None) -> EngineInsta
         raise UserError(f"{ref!r}: expected PROFILE@URL, e.g. vllm@http://127.0.0.1:8000")
     profile = get_profile(profile_name)
     try:
-        ic = InstanceConfig(profile=profile_name, url=url, api_key_env=api_key_env)
-    except ValidationError as exc:
-        msg = exc.errors()[0].get("msg", "invalid").removeprefix("Value error, ")
-        raise UserError(f"{ref!r}: {msg}") from None
+        ic = validate(InstanceConfig, {"profile": profile_name, "url": url, "api_key_env": api_key_env})
+    except Invalid as exc:
+        raise UserError(f"{ref!r}: {exc.msg}") from None
     assert ic.url is not None
     return EngineInstance(name=ref, profile=profile, url=ic.url, config=ic, adhoc=True)
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
 from console.errors import ConfigError
 from console.resources import data_dir
+from console.schema import Invalid, spec, validate
 
 # Canonical metrics every engine is normalised to. A profile maps each one it has to raw names;
 # a canonical metric absent from a profile is "n/a" for that engine, never 0.
@@ -73,22 +73,19 @@ MetricKind = Literal["gauge", "counter", "histogram", "histogram_sum", "histogra
 Aggregate = Literal["sum", "max", "mean"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class MetricMapping(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class MetricMapping:
     """How one canonical metric is read from an engine's raw series."""
 
     # Raw family names, tried in order; the first one present in a payload wins. Old and new
     # names of the same metric both go here (newest first).
-    names: tuple[str, ...] = Field(min_length=1)
+    names: tuple[str, ...] = spec(min_length=1)
     kind: MetricKind
     # How label series of one model combine (DP/TP ranks): running/waiting "sum", KV usage "max".
     aggregate: Aggregate = "sum"
     # Keep only series whose label has one of these values. A key "a|b" matches label a or b
     # (vLLM's finished_reason vs trtllm's older finish_reason).
-    match: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    match: dict[str, tuple[str, ...]] = spec(factory=dict)
     # Multiply raw values by this (e.g. a percentage 0-100 to a fraction 0-1).
     scale: float = 1.0
     # Unit of the raw metric, for the explain popup.
@@ -118,8 +115,7 @@ class MetricMapping(_Strict):
     # the items of a comma-joined list ("a,b" -> 2, "" -> 0).
     from_label: str = ""
 
-    @model_validator(mode="after")
-    def _counter_options(self) -> MetricMapping:
+    def __post_init__(self) -> None:
         counter = self.kind in ("counter", "histogram_sum", "histogram_count")
         if not counter and (self.plus or self.first_use or self.at_finish):
             raise ValueError("plus, first_use and at_finish apply to counters only")
@@ -130,30 +126,40 @@ class MetricMapping(_Strict):
         for part in self.plus:
             if part.plus or part.kind not in ("counter", "histogram_sum", "histogram_count"):
                 raise ValueError("a plus part is one counter (no plus of its own)")
-        return self
 
     def raw_names(self) -> tuple[str, ...]:
         """Every raw name this mapping may read: its names, its parts' names and the evidence."""
         return (*self.names, *(n for p in self.plus for n in p.raw_names()), *self.present_with)
 
 
-class HitRate(_Strict):
+def _counters_only(v: tuple[str, ...], _: object) -> tuple[str, ...]:
+    for name in v:
+        if name not in COUNTERS:
+            raise ValueError(f"{name!r} is not a canonical counter (one of {', '.join(COUNTERS)})")
+    return v
+
+
+@dataclass(frozen=True, kw_only=True)
+class HitRate:
     """Prefix-cache hit rate = Δ(sum of numerator counters) / Δ(sum of denominator counters)."""
 
-    numerator: tuple[str, ...] = Field(min_length=1)
-    denominator: tuple[str, ...] = Field(min_length=1)
+    numerator: tuple[str, ...] = spec(min_length=1, check=_counters_only)
+    denominator: tuple[str, ...] = spec(min_length=1, check=_counters_only)
     formula: str = ""
 
-    @field_validator("numerator", "denominator")
-    @classmethod
-    def _counters_only(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for name in v:
-            if name not in COUNTERS:
-                raise ValueError(f"{name!r} is not a canonical counter (one of {', '.join(COUNTERS)})")
-        return v
+
+def _known_canonical(v: dict[str, MetricMapping], _: object) -> dict[str, MetricMapping]:
+    for name, mapping in v.items():
+        if name not in _ALLOWED_KINDS:
+            raise ValueError(f"unknown canonical metric {name!r} (known: {', '.join(CANONICAL)})")
+        if mapping.kind not in _ALLOWED_KINDS[name]:
+            allowed = ", ".join(sorted(_ALLOWED_KINDS[name]))
+            raise ValueError(f"{name}: kind {mapping.kind!r} not allowed (use {allowed})")
+    return v
 
 
-class MetricsSpec(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class MetricsSpec:
     path: str = "/metrics"
     format: Literal["prometheus", "trtllm-json"] = "prometheus"
     # Needs an opt-in flag on the engine; shown when the endpoint is missing.
@@ -170,30 +176,18 @@ class MetricsSpec(_Strict):
     requires_api_key: bool = False
     # Reading this path drains data (trtllm's JSON /metrics): never poll it by default.
     destructive: bool = False
-    map: dict[str, MetricMapping] = Field(default_factory=dict)
+    map: dict[str, MetricMapping] = spec(factory=dict, check=_known_canonical)
     prefix_hit_rate: HitRate | None = None
 
-    @field_validator("map")
-    @classmethod
-    def _known_canonical(cls, v: dict[str, MetricMapping]) -> dict[str, MetricMapping]:
-        for name, mapping in v.items():
-            if name not in _ALLOWED_KINDS:
-                raise ValueError(f"unknown canonical metric {name!r} (known: {', '.join(CANONICAL)})")
-            if mapping.kind not in _ALLOWED_KINDS[name]:
-                allowed = ", ".join(sorted(_ALLOWED_KINDS[name]))
-                raise ValueError(f"{name}: kind {mapping.kind!r} not allowed (use {allowed})")
-        return v
-
-    @model_validator(mode="after")
-    def _hit_rate_inputs_mapped(self) -> MetricsSpec:
+    def __post_init__(self) -> None:
         if self.prefix_hit_rate is not None:
             for name in (*self.prefix_hit_rate.numerator, *self.prefix_hit_rate.denominator):
                 if name not in self.map:
                     raise ValueError(f"prefix_hit_rate uses {name!r}, which metrics.map does not define")
-        return self
 
 
-class HealthSpec(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class HealthSpec:
     path: str = "/health"
     # What "still loading" looks like on the wire: "refused" (socket not listening) and/or "503".
     loading: tuple[Literal["refused", "503"], ...] = ("refused",)
@@ -204,7 +198,8 @@ class HealthSpec(_Strict):
     version_key: str = "version"
 
 
-class ApiSpec(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class ApiSpec:
     base_path: str = "/v1"
     # Path prefixes the API key guards ("*" = every path except ``auth_exempt``).
     auth_prefixes: tuple[str, ...] = ("/v1",)
@@ -215,10 +210,11 @@ class ApiSpec(_Strict):
     supports_continuous_usage: bool = False
 
 
-class ContainerSpec(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class ContainerSpec:
     image: str
     tag: str = "latest"
-    port: int = Field(ge=1, le=65535)
+    port: int = spec(ge=1, le=65535)
     entrypoint: tuple[str, ...] = ()
     # Argument template. Placeholders: {model} {served_name} {port} {host} {tp} {max_model_len}
     # {extra}; an element that is exactly "{extra}" expands to the user's extra args.
@@ -228,22 +224,24 @@ class ContainerSpec(_Strict):
     api_key_args: tuple[str, ...] = ()
     ipc_mode: str = ""
     shm_size: str = ""
-    ulimits: dict[str, int] = Field(default_factory=dict)
+    ulimits: dict[str, int] = spec(factory=dict)
     model_cache: str = ""
     env_passthrough: tuple[str, ...] = ("HF_TOKEN",)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = spec(factory=dict)
 
 
-class ProcessSpec(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class ProcessSpec:
     # Command template for a local process (same placeholders as container args).
     command: tuple[str, ...] = ()
     api_key_env: str = ""
     api_key_args: tuple[str, ...] = ()
 
 
-class EngineProfile(_Strict):
-    schema_version: int = Field(default=1, alias="schema")
-    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
+@dataclass(frozen=True, kw_only=True)
+class EngineProfile:
+    schema_version: int = spec(1, alias="schema")
+    name: str = spec(pattern=r"^[a-z][a-z0-9_-]*$")
     display_name: str
     description: str = ""
     container: ContainerSpec
@@ -253,8 +251,6 @@ class EngineProfile(_Strict):
     metrics: MetricsSpec = MetricsSpec()
     # Where the profile came from (set by the loader, not by the file).
     source: str = ""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     def has(self, canonical: str) -> bool:
         return canonical in self.metrics.map
@@ -268,24 +264,12 @@ class EngineProfile(_Strict):
         return any(p == "*" or path.startswith(p) for p in self.api.auth_prefixes)
 
 
-def _format_loc(loc: Iterable[Any]) -> str:
-    return ".".join(str(p) for p in loc)
-
-
 def parse_profile(data: Mapping[str, Any], source: str) -> EngineProfile:
     """Validate one profile's TOML data; raise ConfigError(file, key, problem) on the first problem."""
     try:
-        profile = EngineProfile.model_validate({**data, "source": source})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = _format_loc(err.get("loc", ()))
-        msg = err.get("msg", "invalid value")
-        if err.get("type") == "extra_forbidden":
-            msg = "unknown key"
-        elif err.get("type") == "missing":
-            msg = "required key is missing"
-        raise ConfigError(source, key, msg) from None
-    return profile
+        return validate(EngineProfile, {**data, "source": source})
+    except Invalid as exc:
+        raise ConfigError(source, exc.where, exc.msg) from None
 
 
 def load_profile_file(path: Path) -> EngineProfile:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
 from console.alerts.signals import SIGNALS
 from console.errors import ConfigError
 from console.resources import data_dir
+from console.schema import Invalid, spec, validate
 
 Op = Literal[">", ">=", "<", "<="]
 
@@ -32,14 +32,17 @@ class Severity(StrEnum):
 SEVERITY_ORDER = (Severity.CRITICAL, Severity.WARNING, Severity.INFO)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+def _known_signal(v: str, _: object) -> str:
+    if v not in SIGNALS:
+        raise ValueError(f"unknown signal {v!r} (known: {', '.join(sorted(SIGNALS))})")
+    return v
 
 
-class Condition(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class Condition:
     """``signal op value``; while the alert is active it must hold at ``clear`` instead."""
 
-    signal: str
+    signal: str = spec(check=_known_signal)
     op: Op
     value: float
     clear: float | None = None
@@ -48,21 +51,12 @@ class Condition(_Strict):
     # The threshold for an engine whose token counter moves only when a request finishes.
     at_finish_value: float | None = None
 
-    @field_validator("signal")
-    @classmethod
-    def _known_signal(cls, v: str) -> str:
-        if v not in SIGNALS:
-            raise ValueError(f"unknown signal {v!r} (known: {', '.join(sorted(SIGNALS))})")
-        return v
-
-    @model_validator(mode="after")
-    def _clear_on_the_safe_side(self) -> Condition:
+    def __post_init__(self) -> None:
         # Hysteresis: the clear threshold must be on the resolved side of the firing one (or equal).
         c = self.clear
         above = self.op in (">", ">=")
         if c is not None and ((above and c > self.value) or (not above and c < self.value)):
             raise ValueError(f"clear {c:g} is past value {self.value:g}: it must be on the resolved side")
-        return self
 
     def threshold(self, active: bool, at_finish: bool) -> float:
         base = self.at_finish_value if at_finish and self.at_finish_value is not None else self.value
@@ -88,32 +82,32 @@ class Condition(_Strict):
         return f"{self.signal} {self.op} {t:g}{clear}"
 
 
-class Slo(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class Slo:
     """A TTFT objective: ``objective`` of first tokens within ``ttft_s`` seconds."""
 
-    ttft_s: float = Field(gt=0)
-    objective: float = Field(gt=0, lt=1)
+    ttft_s: float = spec(gt=0)
+    objective: float = spec(gt=0, lt=1)
 
 
-class Rule(_Strict):
-    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    summary: str = Field(min_length=1)
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    id: str = spec(pattern=r"^[a-z][a-z0-9_]*$")
+    summary: str = spec(min_length=1)
     severity: Severity
-    for_s: float = Field(default=0.0, ge=0, alias="for")
-    clear_for: float = Field(default=0.0, ge=0)
+    for_s: float = spec(0.0, ge=0, alias="for")
+    clear_for: float = spec(0.0, ge=0)
     runbook: str = ""
-    when: tuple[Condition, ...] = Field(min_length=1)
+    when: tuple[Condition, ...] = spec(min_length=1)
     slo: Slo | None = None
     enabled: bool = True
     source: str = ""
 
-    @model_validator(mode="after")
-    def _slo_where_needed(self) -> Rule:
+    def __post_init__(self) -> None:
         if any(SIGNALS[c.signal].needs_slo for c in self.when) and self.slo is None:
             raise ValueError("a ttft_slo_burn_* condition needs slo = { ttft_s = ..., objective = ... }")
         if all(c.enter_only for c in self.when):
             raise ValueError("every condition is enter_only: the alert could never resolve")
-        return self
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -126,31 +120,26 @@ class Rule(_Strict):
         return tuple(seen)
 
 
-class RulesFile(_Strict):
-    schema_version: int = Field(default=1, alias="schema")
-    rules: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-
-def _loc(loc: Iterable[Any]) -> str:
-    return ".".join(str(p) for p in loc)
+@dataclass(frozen=True, kw_only=True)
+class RulesFile:
+    schema_version: int = spec(1, alias="schema")
+    rules: dict[str, dict[str, Any]] = spec(factory=dict)
 
 
 def _validate_rule(rid: str, body: Mapping[str, Any], source: str) -> Rule:
     try:
-        return Rule.model_validate({**body, "id": rid, "source": source})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err.get("loc", ()))
-        key = f"rules.{rid}" + ("" if loc in ((), ("id",)) else f".{_loc(loc)}")
-        raise ConfigError(source, key, _msg(err)) from None
+        return validate(Rule, {**body, "id": rid, "source": source})
+    except Invalid as exc:
+        key = f"rules.{rid}" + ("" if exc.loc in ((), ("id",)) else f".{exc.where}")
+        raise ConfigError(source, key, exc.msg) from None
 
 
 def raw_rules(data: Mapping[str, Any], source: str) -> dict[str, dict[str, Any]]:
     """The rule tables of one file, checked for shape (schema, tables) but not yet validated."""
     try:
-        doc = RulesFile.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(source, _loc(exc.errors()[0].get("loc", ())), _msg(exc.errors()[0])) from None
+        doc = validate(RulesFile, data)
+    except Invalid as exc:
+        raise ConfigError(source, exc.where, exc.msg) from None
     if doc.schema_version != 1:
         raise ConfigError(source, "schema", f"is {doc.schema_version}; this enginedeck reads schema 1")
     return doc.rules
@@ -159,14 +148,6 @@ def raw_rules(data: Mapping[str, Any], source: str) -> dict[str, dict[str, Any]]
 def parse_rules(data: Mapping[str, Any], source: str) -> dict[str, Rule]:
     """Validate one rules file's data; ConfigError(file, key, problem) on the first problem."""
     return {rid: _validate_rule(rid, body, source) for rid, body in raw_rules(data, source).items()}
-
-
-def _msg(err: Mapping[str, Any]) -> str:
-    if err.get("type") == "extra_forbidden":
-        return "unknown key"
-    if err.get("type") == "missing":
-        return "required key is missing"
-    return str(err.get("msg", "invalid value")).removeprefix("Value error, ")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the config module loads pydantic: only when the command runs
+if TYPE_CHECKING:  # the config module reads profiles from disk: only when the command runs
     from console.config import Config
 
 
@@ -27,6 +27,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.config import load_config, mask_secrets
     from console.paths import config_file
+    from console.schema import dump
 
     if args.config_command == "path":
         print(args.config or config_file())
@@ -43,13 +44,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     engines: dict[str, Any] = {}
     for inst in cfg.instances:
-        data = inst.config.model_dump(exclude_defaults=True, mode="json")
+        data = dump(inst.config, exclude_defaults=True)
         key_env = inst.config.api_key_env
         data["resolved_url"] = inst.url
         if key_env:
             data["credential_in_environment"] = "set" if inst.api_key else f"{key_env} is not set in the environment"
         engines[inst.name] = data
-    doc = mask_secrets({"file": str(cfg.path), "console": cfg.console.model_dump(mode="json"), "engines": engines})
+    doc = mask_secrets({"file": str(cfg.path), "console": dump(cfg.console), "engines": engines})
     if cfg.keys:
         doc["keys"] = {aid: list(keys) for aid, keys in cfg.keys.items()}
     if args.json:

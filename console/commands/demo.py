@@ -28,7 +28,7 @@ from console.commands._args import add_console_flags
 from console.errors import UserError
 from console.sim.fleet_spec import FLEET_ENGINES, fleet_members
 
-if TYPE_CHECKING:  # the config module loads pydantic: only when the demo runs, not for --help
+if TYPE_CHECKING:  # the config module reads profiles from disk: only when the demo runs, not for --help
     from typing import BinaryIO
 
     from console.config import Config, EngineInstance

@@ -10,6 +10,7 @@ date and time, or a unix time. Keys: space play/pause, ``,`` ``.`` step, ``<`` `
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         updates["layout"] = args.layout
     if args.no_mouse:
         updates["mouse"] = False
-    settings = settings.model_copy(update=updates)
+    settings = dataclasses.replace(settings, **updates)
     path = Path(args.path) if args.path else Path(settings.recording_dir or default_recording_dir()).expanduser()
     try:
         rec = open_any(path)

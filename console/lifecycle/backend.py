@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from console.lifecycle.logs import LogBuffer
 from console.lifecycle.state import Backend
 
-if TYPE_CHECKING:  # the config and profile modules load pydantic; the backends import them anyway
+if TYPE_CHECKING:  # types only: the backends import the config and profile modules anyway
     from console.config import EngineInstance
     from console.lifecycle.launch import LaunchSpec
     from console.profiles import EngineProfile

@@ -9,6 +9,7 @@ blocks. Imports Textual and the telemetry hub lazily so `enginedeck status` and 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
@@ -71,7 +72,7 @@ def resolve_settings(args: argparse.Namespace, config: Config) -> ConsoleSetting
         updates["refresh"] = args.refresh
     if args.no_mouse:
         updates["mouse"] = False
-    return s.model_copy(update=updates)
+    return dataclasses.replace(s, **updates)
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:

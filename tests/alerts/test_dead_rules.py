@@ -109,9 +109,9 @@ def test_the_guard_catches_a_renamed_metric_and_an_unmapped_canonical(exposed: d
     """llm-d's bug, replayed: a profile that reads vllm:num_preemptions (no _total) is reported."""
     profiles = dict(load_profiles())
     vllm = profiles["vllm"]
-    wrong = vllm.metrics.map["preemptions"].model_copy(update={"names": ("vllm:num_preemptions_count",)})
-    metrics = vllm.metrics.model_copy(update={"map": {**vllm.metrics.map, "preemptions": wrong}})
-    profiles["vllm"] = vllm.model_copy(update={"metrics": metrics})
+    wrong = dataclasses.replace(vllm.metrics.map["preemptions"], names=("vllm:num_preemptions_count",))
+    metrics = dataclasses.replace(vllm.metrics, map={**vllm.metrics.map, "preemptions": wrong})
+    profiles["vllm"] = dataclasses.replace(vllm, metrics=metrics)
     rules = [r for r in load_rules(user=False) if r.id == "preempting"]
     problems = dead_inputs(rules, profiles, exposed)
     assert problems and "vllm:num_preemptions_count" in problems[0]

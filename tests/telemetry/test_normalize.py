@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.profiles import EngineProfile, get_profile, parse_profile
+from console.schema import dump
 from console.telemetry.normalize import normalize
 from console.telemetry.windows import EngineMetricsState
 from tests.telemetry import synth
@@ -179,7 +180,7 @@ def test_tgi_token_counters_from_histogram_sums_and_no_model_label() -> None:
 
 
 def test_scale_multiplies_values() -> None:
-    data = get_profile("llamacpp").model_dump(by_alias=True, exclude={"source"})
+    data = dump(get_profile("llamacpp"), by_alias=True, exclude=frozenset({"source"}))
     data["metrics"]["map"]["running"]["scale"] = 0.5
     prof = parse_profile(data, "test")
     r = normalize(prof, "llamacpp:requests_processing 8\n")
