@@ -416,10 +416,9 @@ class EngineMetricsState:
             needed = (*spec.numerator, *spec.denominator)
             # Counters with series (a first-use counter with none yet is no basis for a ratio).
             has_all = any(all(cur.get(m, {}).get(c) for c in needed) for m in models)
-            if has_all:
-                base = self._base_index(HIT_RATE_WINDOW)
-                if base is None:
-                    return None, "60s"
+            base = self._base_index(HIT_RATE_WINDOW)
+            # One scrape so far: no window yet, so the engine's own gauge (where it has one) until then.
+            if has_all and base is not None:
                 num = self._counter_increase(base, models, spec.numerator)
                 den = self._counter_increase(base, models, spec.denominator)
                 ratio = _fin(num / den) if num is not None and den is not None and den > 0 else None

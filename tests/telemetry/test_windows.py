@@ -208,6 +208,30 @@ def test_prefix_hit_rate_falls_back_to_the_gauge_without_counters() -> None:
     assert m2.prefix_hit_rate is None
 
 
+def test_the_first_scrape_shows_the_engines_own_gauge_until_the_counters_have_a_window() -> None:
+    """SGLang has both: its gauge (the last prefill batch) stands in until a second scrape gives Δcounters."""
+    sglang = get_profile("sglang")
+    labels = {"model_name": "q", "tp_rank": "0"}
+
+    def payload(cached: float, prompt: float) -> str:
+        return (synth.simple("sglang:cache_hit_rate", "gauge", [(labels, 0.8)])
+                + synth.simple("sglang:cached_tokens_total", "counter", [(labels, cached)])
+                + synth.simple("sglang:prompt_tokens_total", "counter", [(labels, prompt)]))
+
+    st = EngineMetricsState(sglang)
+    st.ingest(0.0, normalize(sglang, payload(100.0, 1000.0)))
+    (m,), _ = st.metrics()
+    assert (m.prefix_hit_rate, m.prefix_hit_rate_window) == (0.8, "gauge")
+    st.ingest(1.0, normalize(sglang, payload(400.0, 2000.0)))
+    (m,), _ = st.metrics()
+    assert m.prefix_hit_rate == pytest.approx(0.3) and m.prefix_hit_rate_window == "60s"
+    vllm = get_profile("vllm")
+    st2 = EngineMetricsState(vllm)
+    st2.ingest(0.0, normalize(vllm, _vllm(hits=100.0, queries=1000.0)))
+    (m2,), _ = st2.metrics()
+    assert m2.prefix_hit_rate is None  # no gauge: n/a until the window
+
+
 def test_totals_across_models(vllm: EngineProfile) -> None:
     st = EngineMetricsState(vllm)
     for t in (0.0, 10.0):
