@@ -70,3 +70,14 @@ def test_status_text_marks_the_60s_rate() -> None:
     row = text.splitlines()[1]
     assert "10.0*" in row  # GEN/s: the 60 s rate, not 0.0
     assert any(line.startswith("* over 60 s") for line in text.splitlines())
+
+
+def test_the_hit_rate_popup_says_which_figure_stands_in_before_the_window() -> None:
+    """SGLang and trtllm-serve show their own gauge until a second scrape; vLLM has no gauge."""
+    from console.profiles import get_profile
+    from console.ui.explain import explain
+
+    for name in ("sglang", "trtllm"):
+        assert "until a second scrape gives the counters a window: the engine's own gauge" in \
+            explain("prefix_hit_rate", get_profile(name)).plain, name
+    assert "own gauge" not in explain("prefix_hit_rate", get_profile("vllm")).plain

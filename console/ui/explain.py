@@ -285,6 +285,8 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
         if hr is not None:
             out.append("  formula: ", style="bold")
             out.append((hr.formula or f"Δ{'+'.join(hr.numerator)} / Δ{'+'.join(hr.denominator)}") + "\n")
+            if "prefix_hit_rate_gauge" in profile.metrics.map:
+                out.append("  until a second scrape gives the counters a window: the engine's own gauge\n")
         elif "prefix_hit_rate_gauge" in profile.metrics.map:
             out.append("  formula: the engine's own gauge (no counters to difference)\n")
         else:
