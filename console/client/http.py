@@ -28,7 +28,7 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 _perf_ns = time.perf_counter_ns
@@ -101,6 +101,11 @@ class Response:
     body: bytes = b""  # only for non-streamed reads (errors, small JSON)
     t_headers_ns: int = 0
     t_end_ns: int = 0
+
+
+def _seen(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 class _Collect:
@@ -202,6 +207,10 @@ class _Conn(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         self._headers_fut = loop.create_future()
         self._done_fut = loop.create_future()
+        # A request whose caller left (cancelled, timed out) still gets its failure set here later:
+        # marked as seen, so asyncio does not log "Future exception was never retrieved" for it.
+        for fut in (self._headers_fut, self._done_fut):
+            fut.add_done_callback(_seen)
         self._sink = sink
         # A sink may want the status and headers before the body (e.g. to pick a decoder).
         self._on_headers = getattr(sink, "on_headers", None)
