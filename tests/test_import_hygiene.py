@@ -94,7 +94,8 @@ def test_a_command_builds_only_its_own_parser() -> None:
 def test_the_live_console_runs_without_httpx_or_pydantic() -> None:
     """Scrapes go over the console's own HTTP client: the console and a hub that has collected
     load no httpx (its import alone is ~110 ms and ~6 MB, and its per-scrape CPU six times as much).
-    Configuration, profiles and alert rules are read by console.schema: no pydantic (17 MB, 160 ms)."""
+    Configuration, profiles and alert rules are read by console.schema: no pydantic (17 MB, 160 ms).
+    A TextArea is recognised without importing its module (console.ui.widgets.text_box)."""
     loaded = _loaded_after(
         "import time\n"
         "import console.commands.attach, console.ui.app\n"
@@ -114,3 +115,5 @@ def test_the_live_console_runs_without_httpx_or_pydantic() -> None:
     assert "console.telemetry.scrape" in loaded and "console.ui.app" in loaded
     assert not [m for m in loaded if m.split(".")[0] in ("httpx", "httpcore", "anyio", "h11", "pydantic",
                                                          "pydantic_core")]
+    # TextArea (documents, tree-sitter) comes with the screens that show one, not with the overview.
+    assert "textual.widgets._text_area" not in loaded

@@ -24,7 +24,6 @@ from textual.app import ScreenStackError
 from textual.binding import Binding
 from textual.events import Event, Key, MouseDown, Resize
 from textual.screen import ModalScreen
-from textual.widgets import Input, TextArea
 
 from console.config import EngineInstance
 from console.model import FleetSnapshot
@@ -53,6 +52,7 @@ from console.ui.timeline import (
     replay_time,
 )
 from console.ui.widgets.footer import DeckFooter
+from console.ui.widgets.text_box import is_text_box
 
 if TYPE_CHECKING:
     from console.recording.writer import RecordingWriter
@@ -202,7 +202,7 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
             if not isinstance(self.screen, DeckScreen) and not isinstance(self.screen, ModalScreen):
                 return aid in ("quit", "help", "palette")  # e.g. the setup screen: no data to act on
             a = self.registry.get(aid)
-            typing = isinstance(self.focused, Input | TextArea)
+            typing = is_text_box(self.focused)
             if (a.text_box == "outside" and typing) or (
                 a.text_box == "inside" and not (typing and isinstance(self.screen, DeckScreen))
             ):
@@ -403,7 +403,7 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
         screen = self._kept.get(key)
         if screen is not None:
             self._kept.move_to_end(key)
-            if isinstance(screen.focused, Input | TextArea):
+            if is_text_box(screen.focused):
                 screen.set_focus(screen.home_focus())  # no screen opens with the cursor in a text box
             return screen
         screen = spec.factory(self, target)
@@ -421,7 +421,7 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
         s = self.screen
         if isinstance(s, DeckScreen) and s.deck_back():
             return
-        if isinstance(self.focused, Input | TextArea) and isinstance(s, DeckScreen):
+        if is_text_box(self.focused) and isinstance(s, DeckScreen):
             # Escape first leaves the text box (every plain-letter key works again), then goes back.
             s.set_focus(s.home_focus())
             return

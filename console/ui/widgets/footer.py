@@ -19,10 +19,10 @@ from rich.text import Text
 from textual import events
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Input, TextArea
 
 from console.ui.actions import display_key
 from console.ui.host import host_of
+from console.ui.widgets.text_box import is_text_box
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +95,7 @@ class DeckFooter(Widget):
         """Work out the keys from the screen's active bindings (focus or screen changed)."""
         screen = self.screen
         active = screen.active_bindings
-        typing = isinstance(screen.focused, Input | TextArea)
+        typing = is_text_box(screen.focused)
         items: list[FooterItem] = []
         seen: set[str] = set()
         for _node, binding, enabled, _tooltip in active.values():
@@ -125,7 +125,7 @@ class DeckFooter(Widget):
         """Screen keys whose key the focused widget also binds, hidden: the overview table's own
         enter (select the cell) is what opens the engine, so the footer shows "⏎ detail" for it."""
         host = host_of(self.app)
-        if host is None or isinstance(self.screen.focused, Input | TextArea):
+        if host is None or is_text_box(self.screen.focused):
             return []  # in a text box its keys are its own (enter submits the box)
         screen = getattr(self.screen, "deck_name", "")
         active = self.screen.active_bindings
