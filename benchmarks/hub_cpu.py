@@ -30,7 +30,6 @@ from collections.abc import Iterator
 
 import psutil
 
-from console import startup_gc
 from console.config import EngineInstance, parse_engine_ref
 from console.sim.fleet import Fleet, start_fleet
 from console.telemetry.hub import Hub
@@ -175,11 +174,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=5.0,
                     help="scale mode: seconds from every engine live to the measurement")
     ap.add_argument("--no-load", action="store_true", help="scale mode: no synthetic client load")
-    ap.add_argument("--python-gc", action="store_true",
-                    help="keep CPython's collection thresholds instead of the console's (console/startup_gc.py)")
     a = ap.parse_args()
-    if not a.python_gc:
-        startup_gc.resume()  # as `enginedeck attach` runs: young collections every startup_gc.YOUNG allocations
     # A timeout's SIGTERM unwinds normally, so the simulators and the load process are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not a.engines:

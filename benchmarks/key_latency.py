@@ -25,7 +25,6 @@ from typing import Any
 
 from hub_cpu import scale_fleet, scale_instances, wait_live
 
-from console import startup_gc
 from console.telemetry.hub import Hub
 from console.ui.app import DeckApp, UiOptions
 
@@ -82,11 +81,7 @@ def main() -> None:
     ap.add_argument("--refresh", type=float, default=1.0, help="the hub's period (a long one leaves the UI's own work)")
     ap.add_argument("--no-load", action="store_true")
     ap.add_argument("--verbose", action="store_true", help="print each measurement as it is taken")
-    ap.add_argument("--python-gc", action="store_true",
-                    help="keep CPython's collection thresholds instead of the console's (console/startup_gc.py)")
     a = ap.parse_args()
-    if not a.python_gc:
-        startup_gc.resume()  # as `enginedeck attach` runs: young collections every startup_gc.YOUNG allocations
     # A timeout's SIGTERM unwinds normally, so the simulators and the load process are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     w, h = (int(x) for x in a.size.split("x"))
