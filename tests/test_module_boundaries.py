@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 from functools import cache
 from pathlib import Path
 
@@ -40,7 +41,16 @@ def _package_of(module: str) -> str:
 
 @cache
 def _tree(module: str) -> ast.Module:
-    return ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    # CPython 3.11 (gh-106905) can raise "SystemError: AST constructor recursion depth mismatch" when a
+    # finalizer (an earlier test's garbage, collected mid-parse) runs Python code inside ast.parse.
+    text = MODULES[module].read_text(encoding="utf-8")
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(text)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _type_checking_nodes(tree: ast.Module) -> set[int]:
