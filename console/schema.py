@@ -230,11 +230,7 @@ def _union(arms: tuple[Any, ...], value: Any, loc: tuple[str | int, ...]) -> Any
         except Invalid as exc:
             errors.append(exc)
     # The arm that got furthest into the value (a list's item, a table's key) says the most.
-    return _raise(max(errors, key=lambda e: len(e.loc)))
-
-
-def _raise(exc: Invalid) -> Any:
-    raise exc
+    raise max(errors, key=lambda e: len(e.loc))
 
 
 def _literal(allowed: tuple[Any, ...], value: Any, loc: tuple[str | int, ...]) -> Any:
