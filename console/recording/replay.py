@@ -31,11 +31,11 @@ from console.recording.history_rows import Points, Row, rows_of
 from console.recording.reader import Recording
 from console.recording.writer import RecordingError
 from console.status_parse import DocumentError, snapshot_from_doc
-from console.telemetry.history import History
+from console.telemetry.history import CHART_POINTS, History
 from console.telemetry.source import Listener
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-HISTORY_POINTS = 400  # a seek rebuilds this many snapshots of history: what the charts show
+HISTORY_POINTS = CHART_POINTS  # a seek rebuilds this many snapshots of history: what the charts show
 MAX_WAIT_S = 2.0
 MAX_PUBLISH_HZ = 5.0
 _ROW_FRAMES = 120  # history rows kept decoded: a step back rebuilds ten minutes from memory
@@ -47,7 +47,7 @@ class ReplaySource:
     """Plays ``recording`` from ``start`` (default: its beginning)."""
 
     def __init__(self, recording: Recording, *, start: float | None = None, history_points: int = HISTORY_POINTS,
-                 history_capacity: int = 3600, playing: bool = True) -> None:
+                 history_capacity: int = CHART_POINTS, playing: bool = True) -> None:
         span = recording.doc_span
         if span is None:
             raise RecordingError(f"{recording.path}: the recording holds no snapshots")

@@ -27,7 +27,7 @@ from console.remote.merge import merge, qualified
 from console.remote.stream import HostStream
 from console.remote.tunnel import Tunnels, forwarded_url
 from console.secrets import Scrubber
-from console.telemetry.history import History
+from console.telemetry.history import CHART_POINTS, History
 from console.telemetry.hub import Hub, record
 from console.telemetry.source import Listener, PayloadListener
 
@@ -42,7 +42,7 @@ class RemoteFleet:
     machine's engines through ``local`` (None: none)."""
 
     def __init__(self, hosts: Sequence[HostTarget], *, local: Hub | None = None, refresh: float = 1.0,
-                 ssh: str = "ssh", scrubber: Scrubber | None = None, history_capacity: int = 3600,
+                 ssh: str = "ssh", scrubber: Scrubber | None = None, history_capacity: int = CHART_POINTS,
                  tunnels: Tunnels | None = None, sources: Sequence[PromTarget | KubeTarget] = (),
                  profiles: Mapping[str, EngineProfile] | None = None) -> None:
         self.history = History(capacity=history_capacity)

@@ -35,7 +35,7 @@ from console.model import (
 )
 from console.telemetry.collector import EngineCollector, innermost, mark_late, went_stale
 from console.telemetry.energy import EnergyMeter
-from console.telemetry.history import History
+from console.telemetry.history import CHART_POINTS, History
 from console.telemetry.input_gate import GATE
 from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
 
@@ -56,7 +56,7 @@ class Hub:
         refresh: float = 1.0,
         gpu_source: GpuSourceKind = "nvml",
         gpu_assignment: Mapping[str, tuple[int, ...]] | None = None,
-        history_capacity: int = 3600,
+        history_capacity: int = CHART_POINTS,
         simulated_gpu_count: int = 8,
         pids_of: Callable[[str], tuple[int, ...]] | None = None,
         lifecycle_phase: Callable[[str], LifecycleView | tuple[Phase, str] | None] | None = None,
