@@ -1,4 +1,5 @@
 """Real-library conformance: engine-shaped servers built with prometheus_client, FastAPI and uvicorn,
+from console.ui.widgets.row_table import RowTable
 read through enginedeck's own paths (``status --json`` as a subprocess, the Hub, the console's table).
 
 The servers (``engine_app.py``) serve their registries the way the engines mount them: vLLM's plain
@@ -175,11 +176,11 @@ def test_openmetrics_and_text_agree(flavour: str) -> None:
 
 @pytest.mark.slow
 async def test_console_table_shows_gzip_engine_numbers() -> None:
-    from textual.widgets import DataTable
 
     from console.config import parse_engine_ref
     from console.telemetry.hub import Hub
     from console.ui.app import DeckApp, UiOptions
+    from console.ui.widgets.row_table import RowTable
 
     with engine_server("sglang") as sg_url, engine_server("vllm") as v_url:
         a = parse_engine_ref(f"sglang@{sg_url}")
@@ -189,7 +190,7 @@ async def test_console_table_shows_gzip_engine_numbers() -> None:
         try:
             app = DeckApp(hub, options=UiOptions(), profiles={a.profile.name: a.profile, b.profile.name: b.profile})
             async with app.run_test(size=(200, 50)) as pilot:
-                table = app.screen.query_one("#engines", DataTable)
+                table = app.screen.query_one("#engines", RowTable)
 
                 def cell(row: str, col: str) -> str:
                     return str(table.get_cell(row, col))

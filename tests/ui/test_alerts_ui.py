@@ -13,6 +13,7 @@ from console.model import Alert, AlertState, FleetSnapshot
 from console.ui.screens.alerts import AlertsScreen
 from console.ui.screens.modals import ExplainScreen
 from console.ui.screens.overview import OverviewScreen
+from console.ui.widgets.row_table import RowTable
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import T0, FrozenSource, frozen_fleet
 
@@ -35,7 +36,7 @@ def _fleet(alerts: tuple[Alert, ...]) -> FleetSnapshot:
 
 
 def _tinted(app: object, engine: str) -> bool:
-    table = app.screen.query_one("#engines", DataTable)  # type: ignore[attr-defined]
+    table = app.screen.query_one("#engines", RowTable)  # type: ignore[attr-defined]
     return all(any("on #5f0000" in str(span.style) for span in cell.spans) for cell in table.get_row(engine))
 
 

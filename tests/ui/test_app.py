@@ -19,12 +19,13 @@ from console.ui.screens.gpus import GpuScreen
 from console.ui.screens.modals import ConfirmScreen, ExplainScreen, HelpScreen
 from console.ui.screens.overview import OverviewScreen
 from console.ui.widgets.line import Line
+from console.ui.widgets.row_table import RowTable
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import FrozenSource, frozen_fleet
 
 
 def _rows(app: DeckApp) -> list[str]:
-    table = app.screen.query_one("#engines", DataTable)
+    table = app.screen.query_one("#engines", RowTable)
     return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
 
 
@@ -97,7 +98,7 @@ async def test_overview_shows_sickest_first_and_staleness(make_app: AppFactory) 
         attention = _static(app, "#attention")
         assert "tgi-d unreachable · stale 30 s: connection refused" in attention
         assert "trtllm-c metrics stale 12 s: scrape timed out after 2.0 s" in attention
-        table = app.screen.query_one("#engines", DataTable)
+        table = app.screen.query_one("#engines", RowTable)
         tgi = [str(c) for c in table.get_row("tgi-d")]
         assert "✖ unreachable" in tgi and "0" not in tgi  # no live value for a dead engine, never 0
         assert any(str(c).startswith("▲ stale") for c in table.get_row("trtllm-c"))
@@ -142,7 +143,7 @@ async def test_sort_cycles_and_reverses(make_app: AppFactory) -> None:
         await pilot.press("S")
         await pilot.pause()
         assert _rows(app)[0] == "tgi-d"
-        header = app.screen.query_one("#engines", DataTable).columns["running"].label.plain  # type: ignore[index]
+        header = app.screen.query_one("#engines", RowTable).columns["running"].label.plain  # type: ignore[index]
         assert header.endswith("▲")
 
 
@@ -244,8 +245,8 @@ async def test_explain_popup_names_this_engines_raw_metric(make_app: AppFactory)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         await pilot.press("down", "down", "down")  # vllm-a
-        table = app.screen.query_one("#engines", DataTable)
-        kv_col = [c.value for c in table.columns].index("kv")
+        table = app.screen.query_one("#engines", RowTable)
+        kv_col = list(table.columns).index("kv")
         table.move_cursor(column=kv_col)
         await pilot.press("e")
         await pilot.pause()
@@ -259,7 +260,7 @@ async def test_new_snapshot_updates_only_changed_cells(make_app: AppFactory) -> 
     app = make_app(src)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        table = app.screen.query_one("#engines", DataTable)
+        table = app.screen.query_one("#engines", RowTable)
         written: list[tuple[str, str]] = []
         original = table.update_cell
 
@@ -314,8 +315,8 @@ async def test_compact_columns_fit_80_columns(make_app: AppFactory) -> None:
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        table = app.screen.query_one("#engines", DataTable)
-        keys = [c.value for c in table.columns]
+        table = app.screen.query_one("#engines", RowTable)
+        keys = list(table.columns)
         assert keys[:2] == ["name", "phase"] and "ttft99" in keys and "model" not in keys
         assert table.virtual_size.width <= 80
 

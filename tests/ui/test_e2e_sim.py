@@ -16,13 +16,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from textual.widgets import DataTable
 
 from console.config import parse_engine_ref
 from console.ports import free_port
 from console.telemetry.hub import Hub
 from console.ui.app import DeckApp, UiOptions
 from console.ui.widgets.line import Line
+from console.ui.widgets.row_table import RowTable
 
 REFRESH = 1.0
 SLACK = 1.5  # scheduling slack on a shared 2-core CI machine
@@ -49,7 +49,7 @@ def _simulator(engine: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
 
 
 def _cell(app: DeckApp, row: str, col: str) -> str:
-    return str(app.screen.query_one("#engines", DataTable).get_cell(row, col))
+    return str(app.screen.query_one("#engines", RowTable).get_cell(row, col))
 
 
 @pytest.mark.slow

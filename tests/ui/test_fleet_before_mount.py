@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from console.ui.messages import FleetUpdated
 from console.ui.screens.engine import EngineScreen
+from console.ui.widgets.row_table import RowTable
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import frozen_fleet
 
@@ -41,8 +42,6 @@ async def test_numbers_around_a_pop_up_keep_moving(make_app: AppFactory) -> None
     around it must follow new snapshots, not freeze while the user reads the question."""
     from dataclasses import replace
 
-    from textual.widgets import DataTable
-
     from console.ui.screens.modals import HelpScreen
     from console.ui.screens.overview import OverviewScreen
 
@@ -60,6 +59,6 @@ async def test_numbers_around_a_pop_up_keep_moving(make_app: AppFactory) -> None
         busier = replace(first, total=replace(first.total, running=987.0))
         app._on_fleet(FleetUpdated(replace(fleet, engines=(busier, *fleet.engines[1:]))))
         await pilot.pause()
-        table = overview.query_one("#engines", DataTable)
+        table = overview.query_one("#engines", RowTable)
         cells = [str(c) for row in range(table.row_count) for c in table.get_row_at(row)]
         assert any("987" in c for c in cells), cells

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from textual.widgets import DataTable
-
 from console.model import FleetSnapshot, Freshness, HostView, SourceState
 from console.remote.merge import merge
 from console.ui.widgets.line import Line
+from console.ui.widgets.row_table import RowTable
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import T0, FrozenSource, frozen_fleet
 
@@ -28,8 +27,8 @@ def three_hosts(stale: str | None = None) -> FleetSnapshot:
     return merge(None, parts, T0)
 
 
-def _table(app: object) -> DataTable[object]:
-    return app.screen.query_one("#engines", DataTable)  # type: ignore[attr-defined, no-any-return]
+def _table(app: object) -> RowTable:
+    return app.screen.query_one("#engines", RowTable)  # type: ignore[attr-defined, no-any-return]
 
 
 async def test_three_hosts_show_a_host_column_and_a_stale_host_reads_right(make_app: AppFactory) -> None:
@@ -38,7 +37,7 @@ async def test_three_hosts_show_a_host_column_and_a_stale_host_reads_right(make_
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
         table = _table(app)
-        keys = [c.value for c in table.columns]
+        keys = list(table.columns)
         assert keys[:2] == ["host", "name"]
         row = dict(zip(keys, (str(c) for c in table.get_row("gpu-b/vllm-a")), strict=True))
         assert row["host"] == "gpu-b" and row["name"] == "vllm-a" and row["running"] == "--", row
@@ -55,7 +54,7 @@ async def test_three_hosts_show_a_host_column_and_a_stale_host_reads_right(make_
             if app.screen.sort_key == "host":  # type: ignore[attr-defined]
                 break
         await pilot.pause()
-        order = [str(k.value) for k in table.rows]
+        order = table.ordered_row_keys
         assert order == sorted(order, key=lambda n: (n.split("/")[0], n)), order
 
 
@@ -63,7 +62,7 @@ async def test_80x24_keeps_the_host_column(make_app: AppFactory) -> None:
     app = make_app(FrozenSource(three_hosts(stale="gpu-c")))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        keys = [c.value for c in _table(app).columns]
+        keys = list(_table(app).columns)
         assert "host" in keys and "name" in keys and "phase" in keys
 
 
@@ -71,5 +70,5 @@ async def test_one_host_has_no_host_column(make_app: AppFactory) -> None:
     app = make_app(FrozenSource(frozen_fleet()))
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
-        assert "host" not in [c.value for c in _table(app).columns]
+        assert "host" not in list(_table(app).columns)
         assert not app.screen.query_one("#hosts", Line).display

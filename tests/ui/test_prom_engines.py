@@ -10,12 +10,12 @@ from dataclasses import replace
 
 from rich.console import Console
 from textual.coordinate import Coordinate
-from textual.widgets import DataTable
 
 from console.model import FleetSnapshot, Freshness, HostView, SourceState
 from console.ui.app import DeckApp
 from console.ui.screens.engine import EngineScreen, identity_table
 from console.ui.screens.modals import ConfirmScreen
+from console.ui.widgets.row_table import RowTable
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import FrozenSource, frozen_fleet
 
@@ -75,8 +75,8 @@ async def test_a_single_source_shows_its_host_column_and_the_roles(make_app: App
     app = make_app(PromFrozenSource(roles=("prefill", "decode")))
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
-        table: DataTable[object] = app.screen.query_one("#engines", DataTable)
-        keys = [c.value for c in table.columns]
+        table = app.screen.query_one("#engines", RowTable)
+        keys = list(table.columns)
         assert keys[:3] == ["host", "name", "role"], keys
         cells = {str(table.get_cell_at(Coordinate(r, 2))) for r in range(table.row_count)}
         assert {"prefill", "decode"} <= cells, cells
@@ -95,7 +95,7 @@ async def test_no_role_no_role_column(make_app: AppFactory) -> None:
     app = make_app(PromFrozenSource())
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
-        keys = [c.value for c in app.screen.query_one("#engines", DataTable).columns]
+        keys = list(app.screen.query_one("#engines", RowTable).columns)
         assert "host" in keys and "role" not in keys
 
 
@@ -104,6 +104,6 @@ async def test_roles_that_do_not_fit_80x24_leave_the_rows_drawn(make_app: AppFac
     async with app.run_test(size=(80, 24)) as pilot:
         for _ in range(3):  # refreshes: the table is not refitted (and emptied) on each
             await pilot.pause(0.3)
-        table: DataTable[object] = app.screen.query_one("#engines", DataTable)
-        assert "host" in [c.value for c in table.columns]
+        table = app.screen.query_one("#engines", RowTable)
+        assert "host" in list(table.columns)
         assert table.row_count == len(src_fleet(app).engines)

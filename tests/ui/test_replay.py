@@ -20,6 +20,7 @@ from console.telemetry.hub import record
 from console.ui.app import DeckApp, UiOptions
 from console.ui.screens.base import TopBar
 from console.ui.widgets.line import Line
+from console.ui.widgets.row_table import RowTable
 from tests.recording.fleetdocs import T0, snapshot
 from tests.ui.frozen import FrozenSource
 
@@ -43,6 +44,9 @@ def _screen_text(app: DeckApp) -> list[str]:
         if isinstance(w, DataTable):
             for row in w.ordered_rows:
                 out.append(" | ".join(str(c) for c in w.get_row(row.key)))
+        elif isinstance(w, RowTable):
+            for key in w.ordered_row_keys:
+                out.append(" | ".join(str(c) for c in w.get_row(key)))
         elif isinstance(w, Line) and not isinstance(w, TopBar):
             content: Any = w.content
             out.append(getattr(content, "plain", str(content)))

@@ -29,6 +29,7 @@ from console.ui.screens.modals import ExplainScreen
 from console.ui.screens.overview import SORTABLE, OverviewScreen
 from console.ui.screens.playground import PlaygroundScreen
 from console.ui.widgets.line import Line
+from console.ui.widgets.row_table import RowTable
 from tests.ui.conftest import AppFactory
 
 BENCH_DOC = Path(__file__).parent / "fixtures" / "bench-sim-vllm-sglang.json"
@@ -177,7 +178,7 @@ async def test_notices_never_cover_a_table(make_app: AppFactory, name: str) -> N
         await pilot.pause(0.3)
         await _settle(pilot)
         toasts = list(app.screen.query(Toast))
-        tables = [t for t in app.screen.query(DataTable) if t.display and t.region.area]
+        tables = [t for t in [*app.screen.query(DataTable), *app.screen.query(RowTable)] if t.display and t.region.area]
         assert toasts and tables
         for toast in toasts:
             for table in tables:
@@ -194,12 +195,12 @@ async def test_sort_arrow_is_visible_on_every_column(make_app: AppFactory, size:
         await _settle(pilot)
         screen = app.screen
         assert isinstance(screen, OverviewScreen)
-        table = screen.query_one("#engines", DataTable)
-        shown = [c.key for c in SORTABLE if c.key in {k.value for k in table.columns}]
+        table = screen.query_one("#engines", RowTable)
+        shown = [c.key for c in SORTABLE if c.key in set(table.columns)]
         assert len(shown) >= 6
         seen = set()
         for _ in range(len(shown) * 2):
-            col = table.columns[next(k for k in table.columns if k.value == screen.sort_key)]
+            col = table.columns[screen.sort_key]
             label = str(col.label)
             assert label.endswith(("▼", "▲")), label
             assert len(label) <= col.width, f"{label!r} cut to {col.width} columns"

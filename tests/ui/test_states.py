@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from console.lifecycle.audit import AuditLog
 from console.model import EngineSnapshot, FleetSnapshot, Freshness, LifecycleView, Phase, SourceState
@@ -18,6 +18,7 @@ from console.ui.screens.engine import EngineScreen
 from console.ui.screens.modals import ConfirmScreen
 from console.ui.screens.overview import IDENTITY_COLS
 from console.ui.widgets.chart import Chart
+from console.ui.widgets.row_table import RowTable
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import T0, FrozenSource, frozen_fleet
 from tests.ui.test_app import RecordingControl, _notes
@@ -33,8 +34,8 @@ def _with(fleet: FleetSnapshot, **changes: dict[str, object]) -> FleetSnapshot:
 
 
 def _row(app: object, name: str) -> dict[str, str]:
-    table = app.screen.query_one("#engines", DataTable)  # type: ignore[attr-defined]
-    keys = [c.value for c in table.columns]
+    table = app.screen.query_one("#engines", RowTable)  # type: ignore[attr-defined]
+    keys = list(table.columns)
     return dict(zip(keys, (str(c) for c in table.get_row(name)), strict=True))
 
 
@@ -148,7 +149,7 @@ async def test_overview_rows_say_crashed_or_stopped_by_you(make_app: AppFactory)
         await pilot.pause()
         assert _row(app, "vllm-a")["phase"] == "✖ crashed: exit 137 (SIGKILL) 12 s ago"
         assert _row(app, "sglang-b")["phase"] == "■ stopped by you 1 s ago"
-        table = app.screen.query_one("#engines", DataTable)
+        table = app.screen.query_one("#engines", RowTable)
         assert str(table.get_row_at(0)[0]) == "vllm-a"  # the crash sorts first, with the failures
         attention = str(app.screen.query_one("#attention").content)  # type: ignore[attr-defined]
         assert "vllm-a crashed: exit 137 (SIGKILL) 12 s ago" in attention

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
 
 from console.model import Alert, AlertState, EngineSnapshot, FleetSnapshot, ModelMetrics, Rates
 from console.ui import format as fmt
@@ -33,10 +33,10 @@ from console.ui.fleet_panels import (
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
-from console.ui.widgets.cell_table import CellTable
 from console.ui.widgets.chart import block_chart, spark
 from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line
+from console.ui.widgets.row_table import RowTable
 
 CellKey = tuple[str, str]
 
@@ -191,8 +191,7 @@ class OverviewScreen(DeckScreen):
         yield TopBar(id="topbar")
         yield Input(placeholder="filter engines (name, type, model, health) — enter keeps, esc clears",
                     id="filter")
-        table: CellTable[Text] = CellTable(id="engines", cursor_type="cell", zebra_stripes=False)
-        yield table
+        yield RowTable(id="engines")
         yield Line(id="attention")
         yield Line(id="hosts")
         yield Line(id="sparks")
@@ -209,7 +208,7 @@ class OverviewScreen(DeckScreen):
         self.query_one("#hosts", Line).display = False  # shown once a snapshot has remote hosts
         self._compact = self.deck.layout_name == "compact"
         self._fit_columns()
-        self.query_one("#engines", DataTable).focus()
+        self.query_one("#engines", RowTable).focus()
 
     def layout_changed(self, name: str) -> None:
         compact = name == "compact"
@@ -260,7 +259,7 @@ class OverviewScreen(DeckScreen):
         self._shown = shown
         self._shown_name_w = name_w
         self._health_w = health_w
-        table = self.query_one("#engines", DataTable)
+        table = self.query_one("#engines", RowTable)
         table.clear(columns=True)
         self._row_order = []
         self._cells = {}
@@ -313,7 +312,7 @@ class OverviewScreen(DeckScreen):
         self.query_one(f"#{wid}", Line).show(text)
 
     def _show_engines(self, fleet: FleetSnapshot, now: float) -> None:
-        table: DataTable[Text] = self.query_one("#engines", DataTable)
+        table = self.query_one("#engines", RowTable)
         engines = self._visible(fleet)
         cols = self._columns()
         hosts = any(c.key == "host" for c in cols)
@@ -446,14 +445,14 @@ class OverviewScreen(DeckScreen):
     # -- interaction -------------------------------------------------------------------------
 
     def selected_engine(self) -> str | None:
-        table = self.query_one("#engines", DataTable)
+        table = self.query_one("#engines", RowTable)
         if not self._row_order or table.row_count == 0:
             return None
         row = min(table.cursor_coordinate.row, len(self._row_order) - 1)
         return self._row_order[row]
 
     def explain_target(self) -> tuple[str, str | None]:
-        table = self.query_one("#engines", DataTable)
+        table = self.query_one("#engines", RowTable)
         cols = self._columns()
         col = cols[min(table.cursor_coordinate.column, len(cols) - 1)]
         return (col.metric, self.selected_engine())
@@ -467,10 +466,9 @@ class OverviewScreen(DeckScreen):
             i = keys.index(self.sort_key) if self.sort_key in keys else -1
             self.sort_key = keys[(i + 1) % len(keys)]
             self.sort_reverse = False
-        table = self.query_one("#engines", DataTable)
+        table = self.query_one("#engines", RowTable)
         for c in self._columns():
-            table.columns[c.key].label = self._header(c)  # type: ignore[index]
-        table.refresh()
+            table.set_label(c.key, self._header(c))
         self._row_order = []  # force a re-order
         if self.deck.fleet is not None:
             self.show_fleet(self.deck.fleet)
@@ -487,7 +485,7 @@ class OverviewScreen(DeckScreen):
         if inp.display:
             inp.value = ""
             inp.display = False
-            self.query_one("#engines", DataTable).focus()
+            self.query_one("#engines", RowTable).focus()
             return True
         return False
 
@@ -501,11 +499,11 @@ class OverviewScreen(DeckScreen):
     def _filter_submitted(self, event: Input.Submitted) -> None:
         if not event.value.strip():
             event.input.display = False
-        self.query_one("#engines", DataTable).focus()
+        self.query_one("#engines", RowTable).focus()
 
-    @on(DataTable.CellSelected, "#engines")
-    async def _open_engine(self, event: DataTable.CellSelected) -> None:
-        await self.deck.show_screen("engine", str(event.cell_key.row_key.value))
+    @on(RowTable.CellSelected, "#engines")
+    async def _open_engine(self, event: RowTable.CellSelected) -> None:
+        await self.deck.show_screen("engine", event.row_key)
 
 
 def _screen(app: DeckHost, target: str | None) -> OverviewScreen:
