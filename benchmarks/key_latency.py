@@ -25,6 +25,7 @@ from typing import Any
 
 from hub_cpu import scale_fleet, scale_instances, wait_live
 
+from console import startup_gc
 from console.telemetry.hub import Hub
 from console.ui.app import DeckApp, UiOptions
 
@@ -82,6 +83,7 @@ def main() -> None:
     ap.add_argument("--no-load", action="store_true")
     ap.add_argument("--verbose", action="store_true", help="print each measurement as it is taken")
     a = ap.parse_args()
+    startup_gc.pause()  # as `enginedeck attach` starts: no collection until the first frame, then a freeze
     # A timeout's SIGTERM unwinds normally, so the simulators and the load process are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     w, h = (int(x) for x in a.size.split("x"))
@@ -95,6 +97,7 @@ def main() -> None:
                           instances={i.name: i for i in insts})
             s0 = sum(c.samples for c in hub._collectors.values())
             w0 = time.monotonic()
+            startup_gc.resume()  # where ui.launch resumes it, just before the app runs
             lat = asyncio.run(drive(app, a.rounds, (w, h), seed=1, verbose=a.verbose))
             rate = (sum(c.samples for c in hub._collectors.values()) - s0) / (time.monotonic() - w0) / a.engines
         finally:
