@@ -81,3 +81,80 @@ def test_a_collector_starts_no_payload_work_while_the_ui_holds_the_gate() -> Non
     held_at = asyncio.run(main())
     assert len(submitted) == 1
     assert submitted[0] - held_at >= 0.25, "the payload's work started while the UI held the gate"
+
+
+def test_a_hold_on_the_ui_loop_pauses_garbage_collection_until_it_ends() -> None:
+    import gc
+
+    gate = InputGate()
+
+    async def main() -> tuple[bool, bool, bool]:
+        gate.hold(0.15, pause_gc=True)
+        during = gc.isenabled()
+        await asyncio.sleep(0.05)
+        gate.hold(0.15, pause_gc=True)  # renewed: still paused, and resumed only after the later end
+        await asyncio.sleep(0.12)
+        still = gc.isenabled()
+        await asyncio.sleep(0.1)
+        return during, still, gc.isenabled()
+
+    assert gc.isenabled()
+    during, still, after = asyncio.run(main())
+    assert (during, still, after) == (False, False, True)
+    assert not gate.gc_held and 0.15 <= gate.gc_paused < 0.6, gate.gc_paused
+
+
+def test_keys_held_down_cannot_keep_garbage_collection_off() -> None:
+    import gc
+
+    from console.telemetry.input_gate import GC_PAUSE_MAX, GC_REST
+
+    gate = InputGate()
+    seen: list[tuple[float, bool]] = []
+
+    async def main() -> None:
+        start = time.monotonic()
+        while time.monotonic() - start < GC_PAUSE_MAX + 0.6:  # a new hold every 20 ms
+            gate.hold(0.25, pause_gc=True)
+            seen.append((time.monotonic() - start, gc.isenabled()))
+            await asyncio.sleep(0.02)
+        gate.release()
+
+    asyncio.run(main())
+    assert gc.isenabled()
+    on = [t for t, enabled in seen if enabled]
+    # Paused from the first key to the cap, then on for the rest, then paused again.
+    assert on and GC_PAUSE_MAX - 0.05 <= on[0] <= GC_PAUSE_MAX + 0.1, on
+    assert on[-1] - on[0] >= GC_REST - 0.05, on
+    assert not seen[-1][1]
+
+
+def test_a_collector_someone_else_turned_off_is_left_off() -> None:
+    import gc
+
+    gate = InputGate()
+
+    async def main() -> None:
+        gate.hold(0.05, pause_gc=True)
+        await asyncio.sleep(0.1)
+
+    gc.disable()
+    try:
+        asyncio.run(main())
+        assert not gc.isenabled() and not gate.gc_held
+    finally:
+        gc.enable()
+    gate.hold(0.05, pause_gc=True)  # no running loop: nothing could resume it, so it is not paused
+    assert gc.isenabled() and not gate.gc_held
+
+
+def test_a_plain_hold_leaves_garbage_collection_alone() -> None:
+    import gc
+
+    gate = InputGate()
+
+    async def main() -> bool:
+        gate.hold(0.2)
+        return gc.isenabled()
+
+    assert asyncio.run(main()) and not gate.gc_held

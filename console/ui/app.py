@@ -348,6 +348,7 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
                 s.refresh_top()
 
     def on_unmount(self) -> None:
+        GATE.release()  # its timer dies with this loop: collection must not stay paused
         if self.recording_control is not None:
             self.recording_control.close()
         if self._unsubscribe is not None:
@@ -356,7 +357,7 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
 
     async def on_event(self, event: Event) -> None:
         if isinstance(event, Key | MouseDown) and not event.is_forwarded:  # collection steps aside
-            GATE.hold()
+            GATE.hold(pause_gc=True)
         await super().on_event(event)
 
     def on_resize(self, event: Resize) -> None:

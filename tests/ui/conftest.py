@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from console.profiles import load_profiles
+from console.telemetry.input_gate import GATE
 from console.ui.app import DeckApp, UiOptions
 from tests.ui.frozen import FrozenSource, clock
 
@@ -19,6 +20,15 @@ def _isolated_config(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # The developer's own config and profiles must not leak into tests.
     monkeypatch.setenv("ENGINEDECK_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("ENGINEDECK_STATE_DIR", str(tmp_path / "state"))
+
+
+@pytest.fixture(autouse=True)
+def _collection_resumed() -> Any:
+    # A console that paused garbage collection for a key (input_gate) resumes it when it ends.
+    yield
+    held = GATE.gc_held
+    GATE.release()
+    assert not held, "the app ended with garbage collection still paused by a key"
 
 
 @pytest.fixture

@@ -295,18 +295,26 @@ async def test_a_key_press_makes_collection_step_aside(make_app: AppFactory,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from console.telemetry.input_gate import GATE
 
+    import gc
+
     holds: list[float] = []
+    collecting: list[bool] = []
     real = GATE.hold
 
-    def hold(seconds: float = 0.25) -> None:
+    def hold(seconds: float = 0.25, *, pause_gc: bool = False) -> None:
         holds.append(seconds)
-        real(seconds)
+        real(seconds, pause_gc=pause_gc)
+        collecting.append(gc.isenabled())
 
     monkeypatch.setattr(GATE, "hold", hold)
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.5)
         before = len(holds)
+        paused_before = GATE.gc_paused
         await pilot.press("g")
         assert len(holds) == before + 1, "a key did not make collection step aside"
+        assert collecting[-1] is False, "the garbage collector ran on during the key"
         assert isinstance(app.screen, GpuScreen)
+        await pilot.pause(0.4)  # the hold is over: collection is back on
+        assert gc.isenabled() and not GATE.gc_held and GATE.gc_paused > paused_before

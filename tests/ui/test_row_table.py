@@ -63,7 +63,7 @@ class Both(App[None]):
 
 def cells_of(strip: Any) -> list[tuple[str, object]]:
     """Each character with the style a terminal would show (colours and attributes; meta left out)."""
-    out = []
+    out: list[tuple[str, object]] = []
     for seg in strip:
         st = seg.style
         look = None if st is None else (st.color, st.bgcolor, st.bold, st.dim, st.italic, st.underline, st.reverse)
