@@ -1,8 +1,10 @@
-"""Memory of the bounded history: one hour at 1 s for every engine series, GPU and host series.
+"""Memory of the bounded history: every engine series, GPU and host series filled to capacity.
 
 Prints the store's own accounting (ring buffers) and the process RSS growth measured with psutil,
-for a fleet of N engines and G GPUs filled to capacity, then filled again (it must not grow).
-Usage: python benchmarks/history_memory.py [--engines 8] [--gpus 8] [--seconds 3600]
+for a fleet of N engines and G GPUs filled to capacity at 1 s, then filled again (it must not grow).
+The default capacity is the console's (``CHART_POINTS``, what the widest chart draws); ``--seconds
+3600`` gives what an hour of points would cost.
+Usage: python benchmarks/history_memory.py [--engines 8] [--gpus 8] [--seconds 400]
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 
 import psutil
 
-from console.telemetry.history import History
+from console.telemetry.history import CHART_POINTS, History
 from console.telemetry.source import ENGINE_SERIES, GPU_SERIES, HOST_SERIES
 
 
@@ -34,7 +36,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engines", type=int, default=8)
     ap.add_argument("--gpus", type=int, default=8)
-    ap.add_argument("--seconds", type=int, default=3600)
+    ap.add_argument("--seconds", type=int, default=CHART_POINTS)
     a = ap.parse_args()
     proc = psutil.Process()
     gc.collect()
@@ -54,8 +56,8 @@ def main() -> None:
           f"host x {len(HOST_SERIES)}), capacity {a.seconds} points each")
     print(f"store accounting: {h.memory_bytes() / 2**20:.2f} MiB for {points:,} points "
           f"({h.memory_bytes() / points:.1f} B/point)")
-    print(f"RSS growth after 1 h: {(rss1 - rss0) / 2**20:.2f} MiB; "
-          f"after 2 h (wrapped): {(rss2 - rss0) / 2**20:.2f} MiB")
+    print(f"RSS growth after {a.seconds} s: {(rss1 - rss0) / 2**20:.2f} MiB; "
+          f"after {2 * a.seconds} s (wrapped): {(rss2 - rss0) / 2**20:.2f} MiB")
     print(f"append cost: {took / points * 1e6:.2f} us/point")
 
 
