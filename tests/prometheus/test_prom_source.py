@@ -102,6 +102,7 @@ def test_source_engines_join_the_fleet_with_role_and_status_document(prom_lab: P
 
 def test_charts_backfill_from_query_range(prom_lab: PromLab) -> None:
     fleet = RemoteFleet([], sources=[PromTarget("prom", prom_lab.server.url, history_s=900)], refresh=0.5)
+    started = time.time()
     fleet.start()
     try:
         deadline = time.monotonic() + 15
@@ -119,9 +120,11 @@ def test_charts_backfill_from_query_range(prom_lab: PromLab) -> None:
         for profile in ("vllm", "sglang", "tgi"):
             key = f"prom/{prom_lab.target(profile)}"
             pts = fleet.history.points((key, "generation_tps"))
-            # The 15-minute range at the 1 s step, its newest CHART_POINTS steps (what a chart draws).
-            assert len(pts) >= CHART_POINTS, (profile, len(pts))
-            assert pts[0][0] <= time.time() - (CHART_POINTS - 1)
+            # The 15-minute range at the 1 s step, its newest CHART_POINTS steps (what a chart draws),
+            # before the live points (0.5 s apart, at most 50 in this test's 25 s): a ring of
+            # CHART_POINTS keeps the newest, so most of it is Prometheus' history from before the start.
+            assert len(pts) == CHART_POINTS, (profile, len(pts))
+            assert pts[0][0] <= started - (CHART_POINTS - 100), (profile, started - pts[0][0])
             recent = [v for t, v in pts if t > time.time() - 60 and v == v]
             assert recent and max(recent) > 0, profile  # the simulators' load, as Prometheus saw it
         ttft = [v for v in fleet.history.values((name, "ttft_p99")) if v == v]

@@ -293,9 +293,9 @@ async def test_escape_and_q_arriving_as_one_sequence_quits_from_a_text_box(make_
 
 async def test_a_key_press_makes_collection_step_aside(make_app: AppFactory,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.telemetry.input_gate import GATE
-
     import gc
+
+    from console.telemetry.input_gate import GATE
 
     holds: list[float] = []
     collecting: list[bool] = []
