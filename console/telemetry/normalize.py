@@ -36,6 +36,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from console.profiles import EngineProfile, MetricMapping
+from console.telemetry.histplan import HistogramMemo
 from console.telemetry.info_gauges import adopt_unlabelled, from_label
 from console.telemetry.promtext import Family, ParseResult, Sample, parse
 from console.telemetry.promtext import clear_caches as clear_label_caches
@@ -112,13 +113,14 @@ def parse_payload(payload: bytes | str, *, format: PayloadFormat | None = None, 
 
 
 def normalize(profile: EngineProfile, payload: bytes | str | ParseResult, *, format: PayloadFormat | None = None,
-              full: bool = True, parser: ScrapeParser | None = None) -> Reading:
+              full: bool = True, parser: ScrapeParser | None = None, memo: HistogramMemo | None = None) -> Reading:
     """Parse (unless given a ParseResult) and map a payload with ``profile``. Never raises.
 
     ``format``: None sniffs (JSON -> trtllm-json, else Prometheus text).
     ``full=False`` parses only the families the profile maps (much faster on large payloads);
     ``raw`` and ``unmapped`` then cover only those.
     ``parser``: the engine's ``ScrapeParser`` (its payloads read as changes to the previous one).
+    ``memo``: the engine's ``HistogramMemo`` (histogram series rebuilt only where values moved).
     """
     # A payload becomes tens of thousands of tuples, none in a reference cycle: the cyclic collector
     # would only walk them (and every other object of the process, in its full passes) over and
@@ -127,14 +129,14 @@ def normalize(profile: EngineProfile, payload: bytes | str | ParseResult, *, for
     if paused:
         gc.disable()
     try:
-        return _normalize(profile, payload, format, full, parser)
+        return _normalize(profile, payload, format, full, parser, memo)
     finally:
         if paused:
             gc.enable()
 
 
 def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, format: PayloadFormat | None, full: bool,
-               parser: ScrapeParser | None) -> Reading:
+               parser: ScrapeParser | None, memo: HistogramMemo | None) -> Reading:
     if isinstance(payload, ParseResult):
         fmt: PayloadFormat = format or "prometheus"
         parsed = payload
@@ -142,7 +144,7 @@ def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, forma
         wanted = None if full else wanted_names(profile)
         fmt, parsed = parse_payload(payload, format=format, wanted=wanted, parser=parser)
     spec = profile.metrics
-    builder = _Builder(spec.model_label, spec.replica_labels, spec.shard_labels)
+    builder = _Builder(spec.model_label, spec.replica_labels, spec.shard_labels, memo)
     resolved: dict[str, Resolution] = {}
     missing: list[str] = []
     used_families: set[str] = set()
@@ -387,13 +389,15 @@ def clear_caches() -> None:
 
 
 class _Builder:
-    def __init__(self, model_label: str, replica_labels: Iterable[str], shard_labels: Iterable[str]) -> None:
+    def __init__(self, model_label: str, replica_labels: Iterable[str], shard_labels: Iterable[str],
+                 memo: HistogramMemo | None = None) -> None:
         self.model_label = model_label
+        self.memo = memo
         self.replica_labels = frozenset(replica_labels)
         self.shard_labels = frozenset(shard_labels)
         self.models: dict[str, _ModelAcc] = {}
         self.created: dict[str, dict[SeriesKey, float]] = {}  # the payload's _created values
-        config = (model_label, self.replica_labels, self.shard_labels)
+        config = self.config = (model_label, self.replica_labels, self.shard_labels)
         cache = _SPLIT_CACHES.get(config)
         if cache is None:
             if len(_SPLIT_CACHES) > 64:
@@ -527,58 +531,19 @@ class _Builder:
             for canonical in canonicals:
                 acc.counters.setdefault(canonical, {})
 
+    def _split(self, labels: SeriesKey) -> _Split:
+        hit = self.split_cache.get(labels)
+        return hit if hit is not None else self._split_new(labels)
+
     def _add_histogram(self, canonical: str, mapping: MetricMapping, samples: list[Sample]) -> None:
-        # (model, series key, shard key) -> [buckets, sum, count]; the hot loop of a large payload.
-        accs: dict[tuple[str, SeriesKey, SeriesKey], list[Any]] = {}
+        # Grouped into series by a plan kept per engine (histplan.py): the hot loop of a large payload.
         match = mapping.match
-        cache_get = self.split_cache.get
-        split_new = self._split_new
-        # model -> its replica keys seen here (the metric exists for the model even when filtered out).
-        seen: dict[str, set[SeriesKey]] = {}
-        sharded = False
-        for name, labels, value in samples:
-            hit = cache_get(labels)
-            if hit is None:
-                hit = split_new(labels)
-            if match and not _match(labels, match):
-                seen.setdefault(hit[0], set()).add(hit[3])
-                continue
-            ident = hit[5]
-            h = accs.get(ident)
-            if h is None:
-                h = accs[ident] = [{}, None, None]
-                reps = seen.get(hit[0])
-                if reps is None:
-                    reps = seen[hit[0]] = set()
-                reps.add(hit[3])
-                if hit[2]:
-                    sharded = True
-            if not -_INF < value < _INF:  # NaN or an infinity: no usable count or sum
-                continue
-            if name[-7:] == "_bucket":
-                bound = hit[4]
-                if bound is not None and bound == bound and bound != -_INF:  # not NaN, not -Inf
-                    h[0][bound] = value
-            elif name[-4:] == "_sum":
-                h[1] = value
-            elif name[-6:] == "_count":
-                h[2] = value
-        for model, reps in seen.items():
+        keep = (lambda labels: _match(labels, match)) if match else None
+        memo = self.memo if self.memo is not None else HistogramMemo()
+        out, replicas = memo.series(canonical, id(mapping), self.config, samples, self._split, keep,
+                                    lambda h: _hist_build(h, mapping.scale), _hist_size)
+        for model, reps in replicas.items():
             self._model(model).replicas.update(reps)
-        out: dict[str, dict[SeriesKey, HistogramSeries]] = {m: {} for m in seen}
-        scale = mapping.scale
-        if not sharded:
-            for (model, key, _shard), h in accs.items():
-                out[model][key] = _hist_build(h, scale)
-        else:
-            # Shards of one series: keep the one with the largest count, whole.
-            best: dict[tuple[str, SeriesKey], list[Any]] = {}
-            for (model, key, _shard), h in accs.items():
-                prev = best.get((model, key))
-                if prev is None or _hist_size(h) > _hist_size(prev):
-                    best[(model, key)] = h
-            for (model, key), h in best.items():
-                out[model][key] = _hist_build(h, scale)
         for model, series in out.items():
             self.models[model].histograms[canonical] = series
 
