@@ -21,6 +21,7 @@ import psutil
 from console.model import Freshness, HostSnapshot, SourceState
 
 MIN_CPU_INTERVAL_S = 0.1
+TABLE_MAX_AGE = 5.0  # seconds a read of the process table serves process_stats_many
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,8 @@ class HostCollector:
         self._last_cpu_at = monotonic()
         self._procs: dict[int, tuple[psutil.Process, bool]] = {}  # pid -> (process, cpu primed)
         self._hostname = socket.gethostname()
+        self._table: dict[int, list[int]] | None = None  # parent -> children, read at _table_at
+        self._table_at = 0.0
 
     # -- host --------------------------------------------------------------------------------------
 
@@ -114,10 +117,16 @@ class HostCollector:
 
     def process_stats_many(self, groups: Mapping[str, Iterable[int]]) -> dict[str, ProcessStats]:
         """``process_stats`` (with descendants) of each group, from one read of the process table
-        for them all: reading it per group costs every group in proportion to all processes."""
+        for them all: reading it per group costs every group in proportion to all processes. The
+        table (who is whose child) is read again every TABLE_MAX_AGE seconds: a whole pass over the
+        process table each second cost more than all else the host collection does, and an engine's
+        worker processes are started once, with the engine."""
         if not groups:
             return {}
-        table = process_table()
+        mono = self._monotonic()
+        if self._table is None or mono - self._table_at >= TABLE_MAX_AGE:
+            self._table, self._table_at = process_table(), mono
+        table = self._table
         return {name: self.process_stats(roots, table=table) for name, roots in groups.items()}
 
     def process_stats(self, roots: Iterable[int], *, children: bool = True,
@@ -157,6 +166,10 @@ class HostCollector:
                 continue
             try:
                 with proc.oneshot():
+                    # A descendant from a table read seconds ago: still the child of one counted
+                    # here (its PID may have ended and been reused since).
+                    if table is not None and pid not in wanted and proc.ppid() not in members:
+                        continue
                     pct = proc.cpu_percent(interval=None)
                     rss = proc.memory_info().rss
             except (psutil.Error, OSError):

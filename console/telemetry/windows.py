@@ -118,6 +118,10 @@ class _Track:
     offset: list[float]
     bounds: tuple[float, ...] = ()
     last_t: float = 0.0
+    # A histogram's last series and what it gave: the same object next time (a normalize memo
+    # reuses unchanged series) gives the same corrected vector without a pass over its buckets.
+    source: HistogramSeries | None = None
+    out: _HVec | None = None
 
 
 def histogram_quantile(q: float, bounds: tuple[float, ...], counts: tuple[float, ...]) -> tuple[float | None, bool]:
@@ -235,13 +239,21 @@ class EngineMetricsState:
             counters[model] = c_out
             h_out: dict[str, dict[SeriesKey, _HVec]] = {}
             for canonical, hseries in mr.histograms.items():
-                h_out[canonical] = {
-                    key: _HVec(h.bounds, self._correct((model, canonical, key), _hvec_raw(h), h.bounds, t_monotonic))
-                    for key, h in hseries.items()
-                }
+                h_out[canonical] = {key: self._correct_hist((model, canonical, key), h, t_monotonic)
+                                    for key, h in hseries.items()}
             hists[model] = h_out
         self._frames.append(_Frame(t_monotonic, counters, hists, wall))
         self._trim(t_monotonic)
+
+    def _correct_hist(self, key: tuple[str, str, SeriesKey], h: HistogramSeries, t: float) -> _HVec:
+        track = self._tracks.get(key)
+        if track is not None and track.source is h and track.out is not None:
+            track.last_t = t  # the very series of the last payload: unchanged, no reset
+            return track.out
+        vec = _HVec(h.bounds, self._correct(key, _hvec_raw(h), h.bounds, t))
+        track = self._tracks[key]
+        track.source, track.out = h, vec
+        return vec
 
     def _correct(
         self, key: tuple[str, str, SeriesKey], raw: tuple[float, ...], bounds: tuple[float, ...], t: float

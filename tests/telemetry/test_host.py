@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -139,3 +141,51 @@ def test_missing_and_exited_processes(tree: subprocess.Popen[bytes]) -> None:
     after = host.process_stats([tree.pid])
     assert after.missing == (tree.pid,) and not after.alive
     host.collect()  # prunes cached dead processes without complaint
+
+
+def _sleepers(pid: int) -> set[int]:
+    """The ``sleep 60`` children of ``pid`` (not the shell's short-lived helpers)."""
+    out = set()
+    for p in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.Error):
+            if p.cmdline() == ["sleep", "60"]:
+                out.add(p.pid)
+    return out
+
+
+def test_a_group_counts_its_tree_from_a_process_table_read_every_few_seconds(tmp_path: Path) -> None:
+    from console.telemetry.host import TABLE_MAX_AGE
+
+    clock = [1000.0]
+    host = HostCollector(monotonic=lambda: clock[0])
+    go = tmp_path / "go"
+    # A shell that starts one child now and another once told to.
+    proc = spawn(["sh", "-c", f"sleep 60 & while [ ! -e {go} ]; do sleep 0.02; done; sleep 60 & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while not _sleepers(proc.pid):
+            assert time.monotonic() < deadline, "the first child did not start"
+            time.sleep(0.02)
+        first = _sleepers(proc.pid)
+        assert first <= set(host.process_stats_many({"e": [proc.pid]})["e"].pids)
+        go.touch()
+        while len(_sleepers(proc.pid)) < 2:
+            assert time.monotonic() < deadline, "the second child did not start"
+            time.sleep(0.02)
+        late = _sleepers(proc.pid) - first
+        # Within TABLE_MAX_AGE the table read before is used: the new child is not known yet.
+        clock[0] += TABLE_MAX_AGE / 2
+        assert not late & set(host.process_stats_many({"e": [proc.pid]})["e"].pids)
+        clock[0] += TABLE_MAX_AGE
+        assert late <= set(host.process_stats_many({"e": [proc.pid]})["e"].pids)
+        # A child that ended is no longer counted, table or not.
+        gone = next(iter(late))
+        os.kill(gone, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while gone in _sleepers(proc.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        clock[0] += 0.5
+        assert gone not in host.process_stats_many({"e": [proc.pid]})["e"].pids
+    finally:
+        stop(proc)
