@@ -138,3 +138,33 @@ def test_the_largest_shard_is_kept_whole_and_the_first_of_equals() -> None:
             got = reading.models[model].histograms["ttft"][(("dp_rank", dp),)]
             assert list(got.counts) == best, (model, dp)
     assert any(len({tuple(counts[(m, "0", tp)]) for tp in "012"}) > 1 for m in "ab")  # equal counts, other buckets
+
+
+@pytest.mark.parametrize("profile", ["vllm", "sglang"])
+def test_windows_fed_reused_series_give_what_fresh_series_give(profile: str) -> None:
+    """The windows take a series object seen before as unchanged (no pass over its buckets): their
+    rates, quantiles and resets equal those of windows fed a reading from scratch each time."""
+    from console.telemetry.windows import EngineMetricsState
+
+    prof = PROFILES[profile]
+    text = _sharded_payload(random.Random(1)) if profile == "sglang" else next(
+        p.read_text() for p in TEXTS if p.stem == "vllm-docs-usage-metrics")
+    rng = random.Random(17)
+    parser, memo = ScrapeParser(), HistogramMemo()
+    kept, fresh = EngineMetricsState(prof), EngineMetricsState(prof)
+    lines = text.split("\n")
+    values = _value_lines(lines)
+    for step in range(80):
+        payload = "\n".join(lines)
+        kept.ingest(100.0 + step, normalize(prof, payload, full=False, parser=parser, memo=memo), wall=1e9 + step)
+        fresh.ingest(100.0 + step, normalize(prof, payload, full=False), wall=1e9 + step)
+        assert repr(kept.metrics()) == repr(fresh.metrics()), step
+        # A few values grow; now and then one falls (a reset), and some steps change nothing.
+        for j in rng.sample(values, k=rng.choice([0, 1, 3])):
+            head, _, value = lines[j].rpartition(" ")
+            try:
+                v = float(value)
+            except ValueError:
+                continue
+            lines[j] = f"{head} {v * 0.5 if rng.random() < 0.1 else v + rng.randrange(1, 20)}"
+    assert kept.resets == fresh.resets
