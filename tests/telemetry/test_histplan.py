@@ -88,13 +88,18 @@ def test_shards_of_a_series_keep_the_largest_whole_as_values_move() -> None:
     assert memo.planned == 1  # one plan, then only changed series rebuilt
 
 
-def test_a_large_payload_rebuilds_only_the_series_whose_values_moved() -> None:
+def _sim_payload(data_parallel: int) -> str:
+    """The simulated vLLM's exposition (prometheus_client), ``data_parallel`` engine ranks."""
     from prometheus_client import generate_latest
 
     from console.sim.engines import FLAVOURS, SimOptions
 
-    flavour = FLAVOURS["vllm"](SimOptions(engine="vllm", model="m", data_parallel=4))
-    text = generate_latest(flavour.metrics_registry()).decode()
+    flavour = FLAVOURS["vllm"](SimOptions(engine="vllm", model="m", data_parallel=data_parallel))
+    return generate_latest(flavour.metrics_registry()).decode()
+
+
+def test_a_large_payload_rebuilds_only_the_series_whose_values_moved() -> None:
+    text = _sim_payload(data_parallel=4)
     prof = PROFILES["vllm"]
     parser, memo = ScrapeParser(), HistogramMemo()
     lines = text.split("\n")
@@ -140,6 +145,30 @@ def test_the_largest_shard_is_kept_whole_and_the_first_of_equals() -> None:
     assert any(len({tuple(counts[(m, "0", tp)]) for tp in "012"}) > 1 for m in "ab")  # equal counts, other buckets
 
 
+def _series_of(line: str) -> str:
+    """A histogram line's series: its base name and labels without ``le``."""
+    head = line.rpartition(" ")[0]
+    name, _, labels = head.partition("{")
+    for suffix in ("_bucket", "_sum", "_count"):
+        name = name.removesuffix(suffix)
+    return name + ",".join(sorted(p for p in labels.rstrip("}").split(",") if p and not p.startswith("le=")))
+
+
+def _observe(lines: list[str], rng: random.Random) -> None:
+    """Observations on a few histogram series (every bucket, the sum and the count grow alike), or
+    now and then a reset (all of a series falls)."""
+    hist = [i for i, line in enumerate(lines) if line and line[0] != "#" and "_bucket" in line.split(" ")[0]]
+    for _ in range(rng.choice([0, 1, 2])):
+        key = _series_of(lines[rng.choice(hist)])
+        grow = rng.randrange(1, 9)
+        reset = rng.random() < 0.1
+        for j, line in enumerate(lines):
+            if line and line[0] != "#" and _series_of(line) == key:
+                head, _, value = line.rpartition(" ")
+                v = float(value)
+                lines[j] = f"{head} {v * 0.25 if reset else v + grow}"
+
+
 @pytest.mark.parametrize("profile", ["vllm", "sglang"])
 def test_windows_fed_reused_series_give_what_fresh_series_give(profile: str) -> None:
     """The windows take a series object seen before as unchanged (no pass over its buckets): their
@@ -147,24 +176,19 @@ def test_windows_fed_reused_series_give_what_fresh_series_give(profile: str) -> 
     from console.telemetry.windows import EngineMetricsState
 
     prof = PROFILES[profile]
-    text = _sharded_payload(random.Random(1)) if profile == "sglang" else next(
-        p.read_text() for p in TEXTS if p.stem == "vllm-docs-usage-metrics")
+    text = _sharded_payload(random.Random(1)) if profile == "sglang" else _sim_payload(data_parallel=2)
     rng = random.Random(17)
     parser, memo = ScrapeParser(), HistogramMemo()
     kept, fresh = EngineMetricsState(prof), EngineMetricsState(prof)
     lines = text.split("\n")
-    values = _value_lines(lines)
+    quantiles = 0
     for step in range(80):
         payload = "\n".join(lines)
         kept.ingest(100.0 + step, normalize(prof, payload, full=False, parser=parser, memo=memo), wall=1e9 + step)
         fresh.ingest(100.0 + step, normalize(prof, payload, full=False), wall=1e9 + step)
-        assert repr(kept.metrics()) == repr(fresh.metrics()), step
-        # A few values grow; now and then one falls (a reset), and some steps change nothing.
-        for j in rng.sample(values, k=rng.choice([0, 1, 3])):
-            head, _, value = lines[j].rpartition(" ")
-            try:
-                v = float(value)
-            except ValueError:
-                continue
-            lines[j] = f"{head} {v * 0.5 if rng.random() < 0.1 else v + rng.randrange(1, 20)}"
-    assert kept.resets == fresh.resets
+        got = kept.metrics()
+        assert repr(got) == repr(fresh.metrics()), step
+        quantiles += got[1].ttft.p50 is not None
+        _observe(lines, rng)
+    assert kept.resets == fresh.resets > 0
+    assert quantiles > 40  # the windows did see observations
