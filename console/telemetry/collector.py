@@ -25,8 +25,8 @@ from console.model import (
     RawSeries,
     SourceState,
 )
-from console.telemetry.histplan import HistogramMemo
 from console.telemetry.input_gate import GATE
+from console.telemetry.normmemo import NormalizeMemo
 from console.telemetry.promdelta import ScrapeParser
 from console.telemetry.scrape import EngineProbe, Health
 
@@ -97,7 +97,7 @@ class EngineCollector:
         self.probe = EngineProbe(instance, timeout=max(0.5, min(2.0, period * 1.5)), tls=tls)
         self.state = EngineMetricsState(instance.profile)
         self.parser = ScrapeParser()  # touched only by this engine's digest, one at a time
-        self.hist_memo = HistogramMemo()  # the same
+        self.memo = NormalizeMemo()  # the same
         self.identity: EngineIdentity | None = None
         self._identity_age = 0
         self._health_age = 0
@@ -168,7 +168,7 @@ class EngineCollector:
         from console.telemetry.recognize import DRAINED, foreign_hint, is_drained
 
         profile = self.instance.profile
-        reading = normalize(profile, body, full=want_raw, parser=self.parser, memo=self.hist_memo)
+        reading = normalize(profile, body, full=want_raw, parser=self.parser, memo=self.memo)
         # Another engine's payload (or the wrong profile) is no reading of this one: say whose it is.
         hint = foreign_hint(profile, reading, body)
         if hint:

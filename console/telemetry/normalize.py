@@ -36,8 +36,8 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from console.profiles import EngineProfile, MetricMapping
-from console.telemetry.histplan import HistogramMemo
 from console.telemetry.info_gauges import adopt_unlabelled, from_label
+from console.telemetry.normmemo import NormalizeMemo, Picks
 from console.telemetry.promtext import Family, ParseResult, Sample, parse
 from console.telemetry.promtext import clear_caches as clear_label_caches
 from console.telemetry.readings import (
@@ -113,14 +113,14 @@ def parse_payload(payload: bytes | str, *, format: PayloadFormat | None = None, 
 
 
 def normalize(profile: EngineProfile, payload: bytes | str | ParseResult, *, format: PayloadFormat | None = None,
-              full: bool = True, parser: ScrapeParser | None = None, memo: HistogramMemo | None = None) -> Reading:
+              full: bool = True, parser: ScrapeParser | None = None, memo: NormalizeMemo | None = None) -> Reading:
     """Parse (unless given a ParseResult) and map a payload with ``profile``. Never raises.
 
     ``format``: None sniffs (JSON -> trtllm-json, else Prometheus text).
     ``full=False`` parses only the families the profile maps (much faster on large payloads);
     ``raw`` and ``unmapped`` then cover only those.
     ``parser``: the engine's ``ScrapeParser`` (its payloads read as changes to the previous one).
-    ``memo``: the engine's ``HistogramMemo`` (histogram series rebuilt only where values moved).
+    ``memo``: the engine's ``NormalizeMemo`` (histogram series rebuilt only where values moved).
     """
     # A payload becomes tens of thousands of tuples, none in a reference cycle: the cyclic collector
     # would only walk them (and every other object of the process, in its full passes) over and
@@ -136,7 +136,7 @@ def normalize(profile: EngineProfile, payload: bytes | str | ParseResult, *, for
 
 
 def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, format: PayloadFormat | None, full: bool,
-               parser: ScrapeParser | None, memo: HistogramMemo | None) -> Reading:
+               parser: ScrapeParser | None, memo: NormalizeMemo | None) -> Reading:
     if isinstance(payload, ParseResult):
         fmt: PayloadFormat = format or "prometheus"
         parsed = payload
@@ -155,7 +155,7 @@ def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, forma
         # series of a part after the first carry its raw name, so that they never collide.
         none_yet = False
         for i, part in enumerate((mapping, *mapping.plus)):
-            found = _resolve(parsed, part)
+            found = _resolve(parsed, part, memo)
             if found is None:
                 none_yet = none_yet or (part.first_use and _has_family(parsed, part))
                 continue
@@ -190,7 +190,9 @@ def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, forma
     )
 
 
-def _samples_named(parsed: ParseResult, name: str, fams: set[str]) -> list[Sample]:
+def _samples_named(parsed: ParseResult, name: str, fams: set[str], picks: list[tuple[str, list[int]]]) -> list[Sample]:
+    """The samples named ``name`` (in its family, or its parent's for a suffixed name); the families
+    they came from go to ``fams``, and where in them to ``picks``."""
     out: list[Sample] = []
     candidates: list[Family] = []
     fam = parsed.families.get(name)
@@ -202,37 +204,58 @@ def _samples_named(parsed: ParseResult, name: str, fams: set[str]) -> list[Sampl
             if parent is not None and parent is not fam:
                 candidates.append(parent)
     for f in candidates:
-        before = len(out)
-        out += [s for s in f.samples if s[0] == name]  # s[0]: the sample name
-        if len(out) > before:
+        got = f.samples
+        at = [i for i, s in enumerate(got) if s[0] == name]  # s[0]: the sample name
+        if at:
+            out += map(got.__getitem__, at)
             fams.add(f.name)
+            picks.append((f.name, at))
     return out
 
 
-def _resolve(parsed: ParseResult, mapping: MetricMapping) -> tuple[int, list[Sample], set[str]] | None:
+def _resolve(parsed: ParseResult, mapping: MetricMapping,
+             memo: NormalizeMemo | None) -> tuple[int, list[Sample], set[str]] | None:
+    """The first of the mapping's names with samples: (its index, the samples, their families)."""
+    kept = False if memo is None else memo.picks(parsed.layout, id(mapping))
+    if kept is not False:  # the payload's layout is the one these picks were made on
+        if kept is None:
+            return None
+        index, where, fams = kept
+        samples: list[Sample] = []
+        families = parsed.families
+        for family, at in where:
+            samples += map(families[family].samples.__getitem__, at)
+        return index, samples, fams
+    found: tuple[int, list[Sample], set[str]] | None = None
+    made: Picks = None
     for index, declared in enumerate(mapping.names):
-        found = _resolve_name(parsed, mapping, declared)
-        if found is None and ":" in declared:
-            found = _resolve_name(parsed, mapping, escaped_name(declared))
-        if found is not None:
-            return index, *found
-    return None
+        picks: list[tuple[str, list[int]]] = []
+        got = _resolve_name(parsed, mapping, declared, picks)
+        if got is None and ":" in declared:
+            got = _resolve_name(parsed, mapping, escaped_name(declared), picks)
+        if got is not None:
+            found, made = (index, *got), (index, picks, got[1])
+            break
+    if memo is not None:
+        memo.keep_picks(parsed.layout, id(mapping), made)
+    return found
 
 
-def _resolve_name(parsed: ParseResult, mapping: MetricMapping, name: str) -> tuple[list[Sample], set[str]] | None:
+def _resolve_name(parsed: ParseResult, mapping: MetricMapping, name: str,
+                  picks: list[tuple[str, list[int]]]) -> tuple[list[Sample], set[str]] | None:
     fams: set[str] = set()
     if mapping.kind == "histogram":
         samples = (
-            _samples_named(parsed, name + "_bucket", fams)
-            + _samples_named(parsed, name + "_sum", fams)
-            + _samples_named(parsed, name + "_count", fams)
+            _samples_named(parsed, name + "_bucket", fams, picks)
+            + _samples_named(parsed, name + "_sum", fams, picks)
+            + _samples_named(parsed, name + "_count", fams, picks)
         )
     elif mapping.kind == "histogram_sum":
-        samples = _samples_named(parsed, name + "_sum", fams)
+        samples = _samples_named(parsed, name + "_sum", fams, picks)
     elif mapping.kind == "histogram_count":
-        samples = _samples_named(parsed, name + "_count", fams)
+        samples = _samples_named(parsed, name + "_count", fams, picks)
     else:
-        samples = _samples_named(parsed, name, fams)
+        samples = _samples_named(parsed, name, fams, picks)
     return (samples, fams) if samples else None
 
 
@@ -390,7 +413,7 @@ def clear_caches() -> None:
 
 class _Builder:
     def __init__(self, model_label: str, replica_labels: Iterable[str], shard_labels: Iterable[str],
-                 memo: HistogramMemo | None = None) -> None:
+                 memo: NormalizeMemo | None = None) -> None:
         self.model_label = model_label
         self.memo = memo
         self.replica_labels = frozenset(replica_labels)
@@ -536,10 +559,10 @@ class _Builder:
         return hit if hit is not None else self._split_new(labels)
 
     def _add_histogram(self, canonical: str, mapping: MetricMapping, samples: list[Sample]) -> None:
-        # Grouped into series by a plan kept per engine (histplan.py): the hot loop of a large payload.
+        # Grouped into series by a plan kept per engine (normmemo.py): the hot loop of a large payload.
         match = mapping.match
         keep = (lambda labels: _match(labels, match)) if match else None
-        memo = self.memo if self.memo is not None else HistogramMemo()
+        memo = self.memo if self.memo is not None else NormalizeMemo()
         out, replicas = memo.series(canonical, id(mapping), self.config, samples, self._split, keep,
                                     lambda h: _hist_build(h, mapping.scale), _hist_size)
         for model, reps in replicas.items():

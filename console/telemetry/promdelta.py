@@ -102,13 +102,13 @@ class ScrapeParser:
             except ValueError:
                 return None
             fam.samples[pos] = tuple.__new__(Sample, (before[0], before[1], value))  # its name and labels kept
-        out = ParseResult(families={n: copies.get(n, f) for n, f in families.items()}, created=prev.created)
+        out = ParseResult(families={n: copies.get(n, f) for n, f in families.items()}, created=prev.created,
+                          layout=prev.layout)
         out.line_count = prev.line_count
         out.sample_count = prev.sample_count
         return out
 
-    def _full(self, payload: bytes | str, wanted: frozenset[str] | None, lines: list[str] | None,
-) -> ParseResult:
+    def _full(self, payload: bytes | str, wanted: frozenset[str] | None, lines: list[str] | None) -> ParseResult:
         self.full_parses += 1
         slots: dict[int, tuple[str, int]] = {}
         result = parse(payload, wanted, slots=slots)
@@ -127,6 +127,7 @@ class ScrapeParser:
                 fam_of[i], pos_of[i] = slot
             elif not _skipped(line, accept, prefixes):
                 kinds[i] = _FIXED
+        result.layout = object()  # what the next payloads read as changes to this one share
         self._result, self._lines = result, lines
         self._kinds, self._slot_family, self._slot_pos = kinds, fam_of, pos_of
         return result

@@ -130,6 +130,9 @@ class ParseResult:
     line_count: int = 0
     # base name (``vllm:request_success`` for ``vllm:request_success_created``) -> labels -> birth time.
     created: dict[str, dict[Labels, float]] = field(default_factory=dict)
+    # The same object on every result a ScrapeParser read as value changes to the one it parsed
+    # whole: the families, and each one's samples' names and labels in order, are the same.
+    layout: object = None
 
     def samples_named(self, name: str) -> list[Sample]:
         """All samples whose sample name is exactly ``name``, whichever family holds them."""

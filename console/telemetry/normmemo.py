@@ -1,14 +1,19 @@
-"""A histogram metric's samples grouped into series once, then rebuilt only where values moved.
+"""What normalising one engine's payload keeps for its next payload, where only values moved.
 
-Grouping a histogram's samples (split each label set, test the mapping's ``match``, find the series
-and shard, read the bucket bound) is the hot loop of normalising a large payload. From one scrape
-to the next an engine's samples keep their names and labels, and most values do not move (on a
-2,188-series vLLM payload under load, about one wanted sample in eight). ``HistogramPlan`` is that
-grouping, kept: which series each sample feeds and how. ``HistogramMemo`` keeps one plan and the
-series it built per mapping; given the next scrape's samples it finds the changed ones in C and
-rebuilds only the series they feed, reusing every other ``HistogramSeries`` object as it was.
+From one scrape to the next an engine's samples keep their names and labels, and most values do
+not move (on a 2,188-series vLLM payload under load, about one wanted sample in eight).
 
-The result equals a grouping from scratch (tests compare them on mutated payloads): a changed
+- **Picks.** Which samples each mapping reads (its resolved name, the families and the positions
+  in them) stand as long as the payload's layout does: a ``ParseResult`` that a ``ScrapeParser``
+  read as changes to an earlier one carries that one's ``layout`` token.
+- **Histograms.** Grouping a histogram's samples (split each label set, test the mapping's
+  ``match``, find the series and shard, read the bucket bound) is the hot loop of normalising a
+  large payload. ``HistogramPlan`` is that grouping, kept: which series each sample feeds and how.
+  Given the next payload's samples, the changed ones are found in C and only the series they feed
+  are rebuilt; every other ``HistogramSeries`` object is reused as it was (and the windows take a
+  series they saw before as unchanged).
+
+The results equal a reading from scratch (tests compare them on mutated payloads): a changed
 sample whose name or labels differ, or a different sample count, is a new plan. One memo per
 engine, used by one thread at a time (the engine's digest worker), like its ``ScrapeParser``.
 """
@@ -19,7 +24,7 @@ import math
 from collections.abc import Callable
 from itertools import compress, count
 from operator import ne
-from typing import Any
+from typing import Any, Literal
 
 from console.telemetry.promtext import Sample
 from console.telemetry.readings import HistogramSeries, SeriesKey
@@ -98,28 +103,49 @@ class _Entry:
         self.plan, self.samples, self.accs, self.out = plan, samples, accs, out
 
 
-class HistogramMemo:
-    """Each histogram mapping's plan and series from the previous payload of one engine."""
+# A mapping's picks: (index of the resolved name, [(family name, positions of its samples)], the
+# families read); None when none of its names has samples.
+Picks = tuple[int, list[tuple[str, list[int]]], set[str]] | None
+
+
+class NormalizeMemo:
+    """One engine's picks and histogram plans and series, from its previous payload."""
 
     def __init__(self) -> None:
         self._entries: dict[tuple[str, int], _Entry] = {}
-        self._layout: object = None
+        self._split_config: object = None
+        self._picks: dict[int, Picks] = {}
+        self._picks_layout: object = None
         self.rebuilt = 0  # for tests and benchmarks: series built, and mappings planned anew
         self.planned = 0
 
-    def series(self, canonical: str, mapping_id: int, layout: object, samples: list[Sample], split: Split,
+    def picks(self, layout: object, mapping_id: int) -> Picks | Literal[False]:
+        """The picks kept for a mapping under this payload ``layout``; False when there are none."""
+        if layout is None or layout is not self._picks_layout:
+            return False
+        return self._picks.get(mapping_id, False)
+
+    def keep_picks(self, layout: object, mapping_id: int, picks: Picks) -> None:
+        if layout is None:
+            return
+        if layout is not self._picks_layout:
+            self._picks.clear()
+            self._picks_layout = layout
+        self._picks[mapping_id] = picks
+
+    def series(self, canonical: str, mapping_id: int, split_config: object, samples: list[Sample], split: Split,
                keep: Callable[[SeriesKey], bool] | None, build: Callable[[list[Any]], HistogramSeries],
                size: Callable[[list[Any]], float]) -> tuple[dict[str, dict[SeriesKey, HistogramSeries]],
                                                             dict[str, set[SeriesKey]]]:
         """(model -> series key -> series, model -> replica keys) for one mapping's samples.
 
-        ``layout`` names the label split and ``mapping_id`` the mapping (its match and scale):
+        ``split_config`` names the label split and ``mapping_id`` the mapping (its match and scale):
         a memo made under others starts afresh. ``build`` turns a series' accumulator into a
         ``HistogramSeries``; ``size`` ranks shards (the one with the largest count is kept, whole).
         """
-        if layout != self._layout:
+        if split_config != self._split_config:
             self._entries.clear()
-            self._layout = layout
+            self._split_config = split_config
         key = (canonical, mapping_id)
         entry = self._entries.get(key)
         changed = None if entry is None else _changed(entry.samples, samples)

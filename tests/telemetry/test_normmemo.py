@@ -1,4 +1,4 @@
-"""An engine's histograms rebuilt only where values moved (``HistogramMemo``) give exactly what a
+"""An engine's histograms rebuilt only where values moved (``NormalizeMemo``) give exactly what a
 reading from scratch gives, whatever changes between payloads, and the shortcut is taken when only
 a few values moved."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from console.profiles import load_profiles
-from console.telemetry.histplan import HistogramMemo
 from console.telemetry.normalize import Reading, normalize
+from console.telemetry.normmemo import NormalizeMemo
 from console.telemetry.promdelta import ScrapeParser
 from tests.telemetry.test_promdelta import TEXTS, _mutate, _value_lines
 
@@ -31,10 +31,10 @@ def _view(r: Reading) -> object:
     return models, r.resolved, r.missing, r.unmapped, r.errors, r.sample_count
 
 
-def _check(text: str, profile: str, seed: int, steps: int = 40) -> HistogramMemo:
+def _check(text: str, profile: str, seed: int, steps: int = 40) -> NormalizeMemo:
     rng = random.Random(seed)
     prof = PROFILES[profile]
-    parser, memo = ScrapeParser(), HistogramMemo()
+    parser, memo = ScrapeParser(), NormalizeMemo()
     lines = text.split("\n")
     for step in range(steps):
         payload = "\n".join(lines)
@@ -75,7 +75,7 @@ def test_shards_of_a_series_keep_the_largest_whole_as_values_move() -> None:
     memo = _check(text, "sglang", seed=5, steps=60)
     assert memo.planned >= 1
     # Values moving on a TP shard change which shard is kept: still equal to a reading from scratch.
-    parser, memo = ScrapeParser(), HistogramMemo()
+    parser, memo = ScrapeParser(), NormalizeMemo()
     lines = text.split("\n")
     values = _value_lines(lines)
     for step in range(30):
@@ -101,7 +101,7 @@ def _sim_payload(data_parallel: int) -> str:
 def test_a_large_payload_rebuilds_only_the_series_whose_values_moved() -> None:
     text = _sim_payload(data_parallel=4)
     prof = PROFILES["vllm"]
-    parser, memo = ScrapeParser(), HistogramMemo()
+    parser, memo = ScrapeParser(), NormalizeMemo()
     lines = text.split("\n")
     first = normalize(prof, text, full=False, parser=parser, memo=memo)
     series = sum(len(s) for m in first.models.values() for s in m.histograms.values())
@@ -125,7 +125,7 @@ def test_a_large_payload_rebuilds_only_the_series_whose_values_moved() -> None:
 def test_the_largest_shard_is_kept_whole_and_the_first_of_equals() -> None:
     rng = random.Random(11)
     text = _sharded_payload(rng)
-    reading = normalize(PROFILES["sglang"], text, full=False, parser=ScrapeParser(), memo=HistogramMemo())
+    reading = normalize(PROFILES["sglang"], text, full=False, parser=ScrapeParser(), memo=NormalizeMemo())
     # The shards as the payload states them, read here without normalize: (model, dp, tp) -> counts.
     counts: dict[tuple[str, str, str], list[float]] = {}
     for line in text.splitlines():
@@ -178,7 +178,7 @@ def test_windows_fed_reused_series_give_what_fresh_series_give(profile: str) -> 
     prof = PROFILES[profile]
     text = _sharded_payload(random.Random(1)) if profile == "sglang" else _sim_payload(data_parallel=2)
     rng = random.Random(17)
-    parser, memo = ScrapeParser(), HistogramMemo()
+    parser, memo = ScrapeParser(), NormalizeMemo()
     kept, fresh = EngineMetricsState(prof), EngineMetricsState(prof)
     lines = text.split("\n")
     quantiles = 0
