@@ -77,7 +77,23 @@ def escaped_name(name: str) -> str:
 
 
 def wanted_names(profile: EngineProfile) -> frozenset[str]:
-    """Raw names the profile maps, also in their escaped form (for ``promtext.parse(wanted=...)``)."""
+    """Raw names the profile maps, also in their escaped form (for ``promtext.parse(wanted=...)``).
+    One frozenset per profile, made once: asked on every scrape, and the same object each time
+    is hashed and compared for free where it keys a cache."""
+    hit = _WANTED.get(id(profile))
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    if len(_WANTED) > 64:
+        _WANTED.clear()
+    made = _wanted_names(profile)
+    _WANTED[id(profile)] = (profile, made)
+    return made
+
+
+_WANTED: dict[int, tuple[EngineProfile, frozenset[str]]] = {}
+
+
+def _wanted_names(profile: EngineProfile) -> frozenset[str]:
     names = [n for m in profile.metrics.map.values() for n in m.raw_names()]
     # Counters' ``_created`` series (prometheus_client): x_total -> x_created; and their OpenMetrics
     # family name x (declared with no sample yet, the family of a first-use counter is still there).
