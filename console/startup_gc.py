@@ -12,14 +12,23 @@ from __future__ import annotations
 
 import gc
 
+from console import gcpause
+
 __all__ = ["pause", "resume"]
+
+_held = False  # whether the start-up pause is in force (resume is called from more than one place)
 
 
 def pause() -> None:
-    gc.disable()
+    global _held
+    if not _held:
+        _held = True
+        gcpause.pause()
 
 
 def resume() -> None:
-    if not gc.isenabled():
+    global _held
+    if _held:
+        _held = False
         gc.freeze()
-        gc.enable()
+        gcpause.resume()

@@ -22,9 +22,10 @@ import statistics
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from console import gcpause
 from console.listeners import add_listener
 from console.model import FleetSnapshot
 from console.recording.history_rows import Points, Row, rows_of
@@ -209,7 +210,7 @@ class ReplaySource:
         history = History(capacity=self._capacity)
         series: Points = {}
         from_docs = False
-        with _no_gc():  # thousands of small objects at once: one collection, at the end
+        with gcpause.paused():  # thousands of small objects at once: one collection, at the end
             for i in range(max(0, rec.frame_index(lo)), pos[0] + 1):
                 end = pos[1] + 1 if i == pos[0] else None
                 rf = None if i in self._row_cache else rec.frame_rows(i)
@@ -354,16 +355,6 @@ class ReplaySource:
         with contextlib.suppress(RecordingError):
             self._move_to(*self._seek(self.span[0]))
 
-
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _typical_interval(rec: Recording) -> float:

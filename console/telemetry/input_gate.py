@@ -13,14 +13,16 @@ objects made after start, and a full collection of them takes about 100 ms of CP
 was most of the slowest keys (``benchmarks/key_latency.py``). The UI's holds pause automatic collection
 until it ends, ``GC_PAUSE_MAX`` at most; collection then resumes where it left off, and after a
 pause that reached the cap the next ``GC_REST`` seconds of input do not pause it again, so keys held
-down cannot starve it. Only a gate that paused collection resumes it (``release`` at exit too).
+down cannot starve it. Only a gate that paused collection resumes it (``release`` at exit too); the
+pause is counted with the digests' own (``console/gcpause.py``), so theirs ending does not end it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
+
+from console import gcpause
 
 HOLD = 0.25  # seconds after an input: long enough for a screen change's first frame
 MAX_WAIT = 0.4  # the longest a collection step waits for the UI
@@ -53,13 +55,13 @@ class InputGate:
 
     def _pause_gc(self) -> None:
         now = time.monotonic()
-        if self._gc_since is not None or now < self._gc_after or not gc.isenabled():
-            return  # paused already, resting after a capped pause, or off by someone else's choice
+        if self._gc_since is not None or now < self._gc_after:
+            return  # paused already, or resting after a capped pause
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop to resume it from: collection stays on
-        gc.disable()
+        gcpause.pause()  # counted: a digest's own pause ending meanwhile does not end this one
         self._gc_since = now
         loop.call_later(self.remaining(), self._resume_gc, loop)
 
@@ -83,7 +85,7 @@ class InputGate:
             return
         self._gc_since = None
         self.gc_paused += time.monotonic() - since
-        gc.enable()
+        gcpause.resume()
 
     def remaining(self) -> float:
         """Seconds left of the current hold (0 when open)."""

@@ -29,12 +29,12 @@ Nothing here raises on bad payloads: garbage gives a ``Reading`` with ``errors``
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from console import gcpause
 from console.profiles import EngineProfile, MetricMapping
 from console.telemetry.info_gauges import adopt_unlabelled, from_label
 from console.telemetry.normmemo import NormalizeMemo, Picks
@@ -141,14 +141,8 @@ def normalize(profile: EngineProfile, payload: bytes | str | ParseResult, *, for
     # A payload becomes tens of thousands of tuples, none in a reference cycle: the cyclic collector
     # would only walk them (and every other object of the process, in its full passes) over and
     # over while they are made. It runs once afterwards instead.
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
+    with gcpause.paused():
         return _normalize(profile, payload, format, full, parser, memo)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, format: PayloadFormat | None, full: bool,
