@@ -136,7 +136,8 @@ def normalize(profile: EngineProfile, payload: bytes | str | ParseResult, *, for
     ``full=False`` parses only the families the profile maps (much faster on large payloads);
     ``raw`` and ``unmapped`` then cover only those.
     ``parser``: the engine's ``ScrapeParser`` (its payloads read as changes to the previous one).
-    ``memo``: the engine's ``NormalizeMemo`` (histogram series rebuilt only where values moved).
+    ``memo``: the engine's ``NormalizeMemo`` (which samples each mapping reads, kept while the payload's
+    layout stands; histogram series rebuilt only where values moved).
     """
     # A payload becomes tens of thousands of tuples, none in a reference cycle: the cyclic collector
     # would only walk them (and every other object of the process, in its full passes) over and
