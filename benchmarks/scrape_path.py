@@ -8,7 +8,8 @@
 2. Parse: ``--payloads`` payloads read one second apart from the simulator under load, parsed with
    the profile's filter by ``promtext.parse`` (whole) and by one ``ScrapeParser`` (changes to the
    previous payload); the two results are compared, and the share of lines that changed is shown.
-3. Normalise: ``normalize`` over the same payloads, without and with the engine's ScrapeParser.
+3. Normalise: ``normalize`` over the same payloads, without and with the engine's ScrapeParser, and
+   with its ScrapeParser and NormalizeMemo (the collector's path).
 CPU is time.process_time per item, fastest of 3 rounds. Prints figures; asserts only equality.
 """
 
@@ -28,6 +29,7 @@ from console.config import parse_engine_ref
 from console.profiles import load_profiles
 from console.telemetry.bodies import ACCEPT_ENCODING, BoundedBody
 from console.telemetry.normalize import normalize, wanted_names
+from console.telemetry.normmemo import NormalizeMemo
 from console.telemetry.promdelta import ScrapeParser
 from console.telemetry.promtext import parse
 from console.telemetry.scrape import MAX_METRICS_BYTES, EngineProbe
@@ -121,8 +123,17 @@ def main() -> None:
     delta = fastest(lambda: functools.partial(primed().parse, wanted=wanted))
     nfull = fastest(lambda: lambda b: normalize(profile, b, full=False))
     ndelta = fastest(lambda: functools.partial(normalize, profile, full=False, parser=primed()))
+
+    def kept() -> Callable[[bytes], object]:
+        # As the engine's collector does: its parser and its NormalizeMemo, both primed.
+        parser, memo = primed(), NormalizeMemo()
+        normalize(profile, bodies[-1], full=False, parser=parser, memo=memo)
+        return functools.partial(normalize, profile, full=False, parser=parser, memo=memo)
+
+    nmemo = fastest(kept)
     print(f"parse with the profile's filter: whole {full:.2f} ms, as changes {delta:.2f} ms ({full / delta:.1f}x)")
-    print(f"normalise: {nfull:.2f} ms, with the engine's ScrapeParser {ndelta:.2f} ms ({nfull / ndelta:.1f}x)")
+    print(f"normalise: {nfull:.2f} ms, with the engine's ScrapeParser {ndelta:.2f} ms ({nfull / ndelta:.1f}x), "
+          f"and its NormalizeMemo too {nmemo:.2f} ms ({nfull / nmemo:.1f}x)")
 
 
 if __name__ == "__main__":
