@@ -38,6 +38,12 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 def busy() -> Iterator[subprocess.Popen[bytes]]:
     proc = spawn([sys.executable, "-c", BUSY])
     try:
+        # Until the interpreter is up: just after the fork, the child is still a few hundred KB
+        # (a CI run under load read 483 KB).
+        deadline = time.monotonic() + 10
+        while psutil.Process(proc.pid).memory_info().rss <= 1_000_000:
+            assert time.monotonic() < deadline, "the interpreter did not start"
+            time.sleep(0.02)
         yield proc
     finally:
         stop(proc)
