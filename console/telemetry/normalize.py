@@ -315,7 +315,6 @@ def _match_plan(match: dict[str, tuple[str, ...]]) -> list[tuple[list[str], tupl
 
 
 _LE_CACHE: dict[str, float | None] = {}
-_INF = math.inf
 
 
 def _le_value(v: str) -> float | None:
