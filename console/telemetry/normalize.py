@@ -425,7 +425,7 @@ class _Builder:
     def __init__(self, model_label: str, replica_labels: Iterable[str], shard_labels: Iterable[str],
                  memo: NormalizeMemo | None = None) -> None:
         self.model_label = model_label
-        self.memo = memo
+        self.memo = memo if memo is not None else NormalizeMemo()  # without one: kept for this reading only
         self.replica_labels = frozenset(replica_labels)
         self.shard_labels = frozenset(shard_labels)
         self.models: dict[str, _ModelAcc] = {}
@@ -572,8 +572,7 @@ class _Builder:
         # Grouped into series by a plan kept per engine (normmemo.py): the hot loop of a large payload.
         match = mapping.match
         keep = (lambda labels: _match(labels, match)) if match else None
-        memo = self.memo if self.memo is not None else NormalizeMemo()
-        out, replicas = memo.series(canonical, id(mapping), self.config, samples, self._split, keep,
+        out, replicas = self.memo.series(canonical, id(mapping), self.config, samples, self._split, keep,
                                     lambda h: _hist_build(h, mapping.scale), _hist_size)
         for model, reps in replicas.items():
             self._model(model).replicas.update(reps)
