@@ -124,6 +124,19 @@ class LoraState:
 
 
 @dataclass(frozen=True, slots=True)
+class InvalidFigure:
+    """A figure the engine reported outside its physical range (a fraction above 1, a negative
+    count, a latency of centuries): shown as invalid with this reason, never as a number."""
+
+    field: str  # the ModelMetrics path: "kv_usage", "ttft.p99", "generation_tps.r5s", "counters.prompt_tokens"
+    value: float
+    allowed: str  # the range it left: "0-1", "0-1e+07"
+
+    def describe(self) -> str:
+        return f"{self.field} {self.value:.6g} outside {self.allowed}"
+
+
+@dataclass(frozen=True, slots=True)
 class ModelMetrics:
     """Normalised metrics of one served model on one engine (DP/TP series already combined)."""
 
@@ -156,6 +169,9 @@ class ModelMetrics:
     spec: SpecDecode | None = None
     kv_transfer: KvTransfer | None = None
     lora: LoraState | None = None
+    # Figures dropped (set to None) because they were outside their physical range
+    # (console.telemetry.plausible); the engine's metrics are marked with them.
+    invalid: tuple[InvalidFigure, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +272,11 @@ class EngineSnapshot:
     # The [sources.NAME] it is read from (a Prometheus server): its engines are read-only here.
     source: str = ""
     role: str = ""  # prefill / decode (disaggregated serving), from the source's role label; "" unknown
+
+    @property
+    def invalid(self) -> tuple[InvalidFigure, ...]:
+        """Figures of this engine dropped as outside their physical range (its metrics are suspect)."""
+        return self.total.invalid if self.total is not None else ()
 
     @property
     def live(self) -> bool:

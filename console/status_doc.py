@@ -98,6 +98,9 @@ def model_doc(m: ModelMetrics) -> dict[str, Any]:
         "lora": None if m.lora is None else {
             "running": m.lora.running, "waiting": m.lora.waiting, "slots_used": m.lora.slots_used,
             "slots_total": m.lora.slots_total},
+        # Figures the engine reported outside their physical range, shown above as null. The reported
+        # value is a string: it is evidence, not a figure to compute with.
+        "invalid": [{"field": f.field, "reported": f"{f.value:.6g}", "allowed": f.allowed} for f in m.invalid],
     }
 
 

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from console import plausible
 from console.model import (
     Alert,
     AlertState,
@@ -25,6 +26,7 @@ from console.model import (
     GpuSnapshot,
     HostSnapshot,
     HostView,
+    InvalidFigure,
     ModelMetrics,
     Phase,
     Quantiles,
@@ -67,7 +69,8 @@ def freshness_from(d: Doc) -> Freshness:
 
 
 def model_from(d: Doc) -> ModelMetrics:
-    return ModelMetrics(
+    """A model's figures from a document, checked again: an older or foreign writer may not have."""
+    return plausible.check(ModelMetrics(
         model=d["model"],
         running=_f(d["running"]),
         waiting=_f(d["waiting"]),
@@ -87,7 +90,12 @@ def model_from(d: Doc) -> ModelMetrics:
         tpot=quantiles_from(d["tpot_s"]),
         e2e=quantiles_from(d["e2e_s"]),
         queue_time=quantiles_from(d["queue_time_s"]),
-    )
+        invalid=tuple(_invalid_from(f) for f in d.get("invalid") or ()),
+    ))
+
+
+def _invalid_from(d: Doc) -> InvalidFigure:
+    return InvalidFigure(field=str(d["field"]), value=float(d["reported"]), allowed=str(d["allowed"]))
 
 
 def engine_from(d: Doc, taken_at: float) -> EngineSnapshot:

@@ -196,6 +196,8 @@ def render_text(snap: Any) -> str:
             f"{_rate(m.prompt_tps):>7} {_q_ms(m.ttft, 'p50'):>7} {_q_ms(m.ttft, 'p99'):>7} "
             f"{_q_ms(m.itl, 'p50'):>6}{stale}"
         )
+        if m.invalid:
+            lines.append(f"  invalid data, shown as n/a: {'; '.join(f.describe() for f in m.invalid)}")
         marked = marked or m.generation_tps.at_finish or m.prompt_tps.at_finish
     if marked:
         lines.append("* over 60 s: the engine counts these tokens only when a request finishes (5 s would read 0, "

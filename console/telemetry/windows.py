@@ -52,6 +52,7 @@ from operator import add as _add
 from operator import lt as _lt
 from operator import sub as _sub
 
+from console import plausible
 from console.model import ModelMetrics, Quantiles, Rates
 from console.profiles import EngineProfile
 from console.telemetry import features
@@ -486,7 +487,7 @@ class EngineMetricsState:
         def by_label(canonical: str, label: str) -> dict[str, float]:
             return {} if base is None else self._increase_by_label(base, models, canonical, label)
 
-        return ModelMetrics(
+        return plausible.check(ModelMetrics(
             spec=features.spec_decode(increase, lambda c: gauge(c, "mean"), counters.get,
                                       by_label("spec_accepted_per_pos", "position")),
             kv_transfer=features.kv_transfer(increase, lambda c: gauge(c, "mean"), window,
@@ -513,7 +514,7 @@ class EngineMetricsState:
             queue_time=quant("queue_time"),
             ttft_cumulative=self._cumulative(models, "ttft") if "ttft" in spec_map else ((), ()),
             counters=counters,
-        )
+        ))
 
     def metrics(self) -> tuple[tuple[ModelMetrics, ...], ModelMetrics]:
         """(per-model metrics in payload order, all-models total named ``TOTAL_MODEL``)."""
@@ -524,7 +525,7 @@ class EngineMetricsState:
         if len(per_model) == 1:
             # One model (the usual case): its total is the same computation over the same series.
             return per_model, replace(per_model[0], model=TOTAL_MODEL)
-        total = self._model_metrics(TOTAL_MODEL, names)
+        total = plausible.merge_invalid(self._model_metrics(TOTAL_MODEL, names), per_model)
         return per_model, total
 
     snapshot = metrics

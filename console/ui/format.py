@@ -244,6 +244,8 @@ def phase(e: EngineSnapshot) -> Text:
     glyph, style = _PHASE_STYLE.get(e.phase, ("?", "dim"))
     if e.phase is Phase.READY and e.metrics_freshness.state is SourceState.STALE:
         return Text("▲ stale", style=WARN)
+    if e.phase is Phase.READY and e.invalid:
+        return Text("▲ bad data", style=WARN)  # figures out of range, shown as n/a (problem() names them)
     return Text(f"{glyph} {e.phase.value}", style=style)
 
 
@@ -295,7 +297,7 @@ def stopped_by_you(e: EngineSnapshot) -> bool:
 def is_sick(e: EngineSnapshot) -> bool:
     if stopped_by_you(e):
         return False  # asked for: worth a line, not an alarm
-    return e.phase is not Phase.READY or e.metrics_freshness.stale or e.health_freshness.stale
+    return e.phase is not Phase.READY or e.metrics_freshness.stale or e.health_freshness.stale or bool(e.invalid)
 
 
 def problem(e: EngineSnapshot, now: float) -> str:
@@ -322,6 +324,8 @@ def problem(e: EngineSnapshot, now: float) -> str:
     mst = staleness(e.metrics_freshness, now)
     if mst and not (parts and e.metrics_freshness.reason and e.metrics_freshness.reason in parts[0]):
         parts.append(f"metrics {mst}")
+    if e.invalid:
+        parts.append("invalid data, shown as n/a: " + ", ".join(f.describe() for f in e.invalid))
     return "; ".join(parts)
 
 

@@ -21,6 +21,13 @@ def _finite(values: Sequence[float]) -> list[float]:
     return [v for v in values if not math.isnan(v)]
 
 
+def _share(v: float, top: float) -> float:
+    """``v / top`` clamped to 0..1. Divided before scaling: ``8 * v`` of a huge finite value is
+    inf, and ``round(inf)`` raises."""
+    share = v / top
+    return 0.0 if share <= 0 else min(1.0, share)  # NaN (inf / inf) compares False: 1.0
+
+
 def spark(values: Sequence[float], width: int, *, hi: float | None = None) -> str:
     """One-line sparkline of the last ``width`` values, scaled 0..max (or 0..hi)."""
     vals = list(values)[-width:]
@@ -33,7 +40,7 @@ def spark(values: Sequence[float], width: int, *, hi: float | None = None) -> st
         elif top <= 0:
             chars.append("▁")
         else:
-            chars.append(_BLOCKS[max(1, min(8, round(8 * v / top)))])
+            chars.append(_BLOCKS[max(1, round(8 * _share(v, top)))])
     return "".join(chars).rjust(width)
 
 
@@ -49,7 +56,7 @@ def block_chart(values: Sequence[float], width: int, height: int, *, hi: float |
         elif top <= 0:
             levels.append(0)
         else:
-            levels.append(max(1 if v > 0 else 0, min(8 * height, round(8 * height * v / top))))
+            levels.append(max(1 if v > 0 else 0, round(8 * height * _share(v, top))))
     rows = []
     for r in range(height - 1, -1, -1):
         line = []
