@@ -99,6 +99,13 @@ def _main(argv: Sequence[str] | None) -> int:
         # `enginedeck status --json | head` must not print a traceback.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         return 0
+    except Exception as exc:
+        from console import crashlog
+
+        if not isinstance(exc, crashlog.ConsoleCrashed):  # the console printed its own line
+            # A bug: one line naming the log that holds the traceback, and a status that says so.
+            print(crashlog.one_line(exc, crashlog.write(exc)), file=sys.stderr)
+        return crashlog.CRASH_EXIT
 
 
 def _subcommand_names(parser: argparse.ArgumentParser) -> set[str]:

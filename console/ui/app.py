@@ -302,6 +302,19 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
 
     # -- lifecycle of the app -----------------------------------------------------------------
 
+    # The unhandled error that ended the app (None: it ended normally). ``launch`` writes its traceback
+    # to the crash log and exits non-zero with one line naming the log.
+    crash: BaseException | None = None
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual ends the app on any unhandled error and prints a full traceback with locals after
+        # the screen is restored, then ``run`` returns as if all went well. Keep the error instead,
+        # and drop the traceback from the terminal: it goes to the crash log (console/crashlog.py).
+        if self.crash is None:
+            self.crash = error
+        super()._handle_exception(error)
+        self._exit_renderables.clear()
+
     async def on_mount(self) -> None:
         self._pick_layout(self.size.width, self.size.height)
         # SIGHUP/SIGTERM/SIGINT belong to the terminal guard (console/ui/terminal_guard.py), which

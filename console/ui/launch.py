@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import signal
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
@@ -124,7 +125,7 @@ def run_console(
     install_exit_signals()
     # Engine control also serves logs, so it exists in read-only mode too (its actions are refused there).
     if lifecycle is None and config is not None:
-        lifecycle = _lifecycle(config)
+        lifecycle = _lifecycle(config, settings)
     local_control, tunnels = lifecycle, None
     if hosts:  # HOST/NAME engines: their host's Docker through a forwarded socket (at the first action)
         from console.remote.tunnel import Tunnels
@@ -269,9 +270,18 @@ def _run_guarded(app: DeckApp, guard: TerminalGuard, *, mouse: bool) -> str | No
     startup_gc.resume()
     try:
         result: str | None = app.run(mouse=mouse)
-        return result
     finally:
         install_hooks(None)
+    if app.crash is not None:
+        # The engines are left as after a lost terminal (``on_terminal_loss``), the one line is
+        # printed, and the exit status says the console failed.
+        from console import crashlog
+
+        log = crashlog.write(app.crash)
+        print(crashlog.one_line(app.crash, log), file=sys.stderr, flush=True)
+        guard.begin("the console ended on an internal error", code=crashlog.CRASH_EXIT)
+        raise crashlog.ConsoleCrashed(app.crash, log)
+    return result
 
 
 GIVE_UP_OUTPUT = 0.5  # seconds after shutdown began
@@ -285,10 +295,14 @@ def _policy_action(lifecycle: LifecycleControl | None, settings: ConsoleSettings
     return lambda reason, done_by: lifecycle.on_terminal_loss(policy, reason, done_by)
 
 
-def _lifecycle(config: Config) -> LifecycleControl | None:
-    """Engine control for managed instances (None when none is managed)."""
+def _lifecycle(config: Config, settings: ConsoleSettings) -> LifecycleControl | None:
+    """Engine control for managed instances (None when none is managed); read-only (``--read-only``
+    or ``[console] read_only``) in the manager itself, under the UI's own refusal."""
     if not any(i.managed for i in config.instances):
         return None
     from console.ui.control_lifecycle import ManagerControl
 
-    return ManagerControl.from_config(config)
+    reason = "" if not settings.read_only else (
+        f"[console] read_only = true in {config.path or 'the configuration'}" if config.console.read_only
+        else "--read-only")
+    return ManagerControl.from_config(config, read_only=reason)

@@ -64,6 +64,7 @@ class TerminalGuard:
         self._actions: list[Action] = []  # may block until the deadline: engine policy
         self._finals: list[Callable[[], object]] = []  # quick, right before the exit
         self._begin_reason = ""
+        self._begin_code = HANGUP_EXIT
         self._begin_lock = threading.Lock()
         self._pipe: tuple[int, int] | None = None
         self._old_handlers: dict[int, Any] = {}
@@ -145,11 +146,13 @@ class TerminalGuard:
             with contextlib.suppress(OSError):
                 os.write(self._pipe[1], bytes([byte]))
 
-    def begin(self, reason: str) -> None:
-        """From any thread: start the shutdown (e.g. EIO writing to the terminal). Idempotent."""
+    def begin(self, reason: str, code: int = HANGUP_EXIT) -> None:
+        """From any thread: start the shutdown (e.g. EIO writing to the terminal), ending the process
+        with ``code``. Idempotent."""
         with self._begin_lock:
             if not self._begin_reason:
                 self._begin_reason = reason
+                self._begin_code = code
         self._poke(_BEGIN)
 
     def settle(self) -> None:
@@ -209,7 +212,7 @@ class TerminalGuard:
                         if b == _QUIT and not reason:
                             return
                         if b == _BEGIN and not reason:
-                            reason, code = self._begin_reason or "shutdown requested", HANGUP_EXIT
+                            reason, code = self._begin_reason or "shutdown requested", self._begin_code
                         elif b == _HUNG_UP and not reason:  # seen by the helper process
                             reason, code = "the terminal hung up", HANGUP_EXIT
                         elif b in SIGNALS and not reason:
