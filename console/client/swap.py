@@ -28,6 +28,12 @@ class Swapper:
         self.names = list(dict.fromkeys(names))
         self.ready_timeout = ready_timeout
         self.manager = LifecycleManager(self.config)
+        try:
+            for name in self.names:  # read-only mode: refused (and audited) before anything is stopped
+                self.manager.check_writable("swap", name)
+        except UserError:
+            self.manager.close()
+            raise
         for fut in self.manager.refresh_all().values():
             fut.result()
 

@@ -78,8 +78,15 @@ class LifecycleManager:
         max_workers: int = 8,
         log_capacity: int = 10_000,
         backends: Mapping[Backend, EngineBackend] | None = None,
+        read_only: str | None = None,
     ) -> None:
+        """``read_only``: why nothing may be started, stopped or changed ("--read-only"); by default
+        ``[console] read_only`` of ``config``. This is the one gate every path that changes an engine
+        passes (the console, the headless commands, the bench's swaps, the terminal-loss policy)."""
         self.config = config
+        if read_only is None and config.console.read_only:
+            read_only = f"[console] read_only = true in {config.path or 'the configuration'}"
+        self.read_only = read_only or ""
         self.audit = audit if audit is not None else AuditLog()
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="enginedeck-lifecycle")
@@ -252,6 +259,7 @@ class LifecycleManager:
         that wrote no entry gets one here, and an exception that is no UserError (a Docker or HTTP
         error) becomes the CLI's one-line message, so the console shows what `enginedeck` prints."""
         before = getattr(self._audit_local, "n", 0)
+        self._refuse_if_read_only(action, slot)
         try:
             return fn()
         except UserError as exc:
@@ -264,8 +272,22 @@ class LifecycleManager:
                 self._audit(action, slot, "failed", err.message)
             raise err from exc
 
+    def check_writable(self, action: str, name: str) -> None:
+        """Raise ``ActionRefused`` (audited) when ``action`` on ``name`` may not run: read-only mode.
+        For callers that must know before they begin (the bench's swaps)."""
+        self._refuse_if_read_only(action, self._slot(name))
+
+    def _refuse_if_read_only(self, action: str, slot: Slot) -> None:
+        if self.read_only:
+            self._audit(action, slot, "refused", f"read-only mode ({self.read_only})")
+            raise ActionRefused(f"{action} {slot.inst.name}: refused in read-only mode ({self.read_only})")
+
     def _give_up(self, slot: Slot, reason: str) -> None:
-        """A start that made no progress: stop it (the supervisor's verdict), audited as give-up."""
+        """A start that made no progress: stop it (the supervisor's verdict), audited as give-up.
+        In read-only mode nothing is stopped: the verdict is audited as refused."""
+        if self.read_only:
+            self._audit("give-up", slot, "refused", f"{reason}; read-only mode ({self.read_only})")
+            return
         self._submit(functools.partial(self._do_stop, slot, None, reason=reason, audit_action="give-up"))
 
     # ----------------------------------------------------------------- attach

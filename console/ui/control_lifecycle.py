@@ -26,8 +26,8 @@ class ManagerControl:
         self._readopt: dict[str, tuple[float, Future[InstanceState] | None]] = {}
 
     @classmethod
-    def from_config(cls, config: Config) -> ManagerControl:
-        manager = LifecycleManager(config)
+    def from_config(cls, config: Config, *, read_only: str = "") -> ManagerControl:
+        manager = LifecycleManager(config, read_only=read_only or None)
         manager.refresh_all()  # engines started earlier (containers by label, process records)
         return cls(manager, config)
 

@@ -60,3 +60,44 @@ def test_restart_asks_like_down(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
+
+
+def test_bench_swap_is_refused_in_read_only_mode(tmp_path: Path) -> None:
+    """`bench --swap` stops and starts engines: read-only mode refuses it before anything is done."""
+    conf = tmp_path / "c.toml"
+    conf.write_text("[console]\nread_only = true\n\n" + "".join(
+        f'[engines.{n}]\nprofile = "vllm"\nmanaged = "process"\nmodel = "m"\nport = {free_port()}\n'
+        f"command = {QUICK_EXIT}\n\n" for n in ("ro1", "ro2")))
+    r = _run("bench", "--config", str(conf), "--engine", "ro1", "--engine", "ro2", "--swap", "--num-prompts", "1",
+             "--gpus", "none")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "read-only" in r.stderr, r.stderr
+    assert read_record("ro1") is None and read_record("ro2") is None  # nothing was started
+    audit = Path(os.environ["ENGINEDECK_STATE_DIR"]) / "audit.log"
+    entries = [json.loads(x) for x in audit.read_text().splitlines()]
+    assert [(x["action"], x["result"]) for x in entries] == [("swap", "refused")], entries
+
+
+def test_the_manager_is_the_read_only_gate(tmp_path: Path) -> None:
+    """Whatever asks (the console, a swap, the terminal-loss policy), a read-only manager starts,
+    stops and restarts nothing, and audits each refusal."""
+    from console.config import load_config
+    from console.lifecycle.errors import ActionRefused
+    from console.lifecycle.manager import LifecycleManager
+    from console.lifecycle.terminal_loss import carry_out
+
+    manager = LifecycleManager(load_config(str(_config(tmp_path / "c.toml", read_only=True))))
+    try:
+        for action in (manager.start, manager.stop, manager.restart):
+            with pytest.raises(ActionRefused, match="read-only"):
+                action("e").result(timeout=30)
+        assert read_record("e") is None
+        import time
+
+        carry_out(manager, "stop", "test", time.monotonic() + 5)  # the terminal-loss policy asks too
+    finally:
+        manager.close()
+    audit = Path(os.environ["ENGINEDECK_STATE_DIR"]) / "audit.log"
+    results = [(x["action"], x["result"]) for x in map(json.loads, audit.read_text().splitlines())]
+    assert results[:3] == [("start", "refused"), ("stop", "refused"), ("restart", "refused")], results
+    assert all(r == "refused" for a, r in results if a in ("start", "stop", "restart")), results
