@@ -5,12 +5,10 @@ its owner (0600, written aside and renamed into place so a half-written bundle n
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import io
 import json
-import os
 import tarfile
 import time
 from collections.abc import Mapping, Sequence
@@ -18,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from console import strictjson
+from console import outfile, strictjson
 from console.secrets import MASK, Scrubber, looks_secret
 
 SCHEMA = "enginedeck.bundle/1"
@@ -120,34 +118,49 @@ class Bundle:
             "collectors": [c.doc() for c in self.collectors],
         }
 
-    def write(self, dest: Path, head: Mapping[str, Any], *, root: str) -> Path:
-        """The archive at ``dest``: ``root/manifest.json`` first, then every file under ``root/``."""
+    def write(self, dest: Path, head: Mapping[str, Any], *, root: str) -> int:
+        """The archive at ``dest`` (``-``: standard output; see ``console.outfile``):
+        ``root/manifest.json`` first, then every file under ``root/``. Returns its size in bytes."""
         manifest = self.manifest(head)
         text = self.scrubber(strictjson.dumps(manifest, indent=2) + "\n")  # names, sizes, hashes, reasons
         entries = [(MANIFEST, text.encode("utf-8")), *sorted(self.files.items())]
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        try:
-            os.fchmod(fd, FILE_MODE)
-            now = int(time.time())
-            with (
-                os.fdopen(fd, "wb") as raw,
-                gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=now) as gz,
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-            ):
-                for path, data in entries:
-                    info = tarfile.TarInfo(f"{root}/{path}")
-                    info.size = len(data)
-                    info.mode = FILE_MODE
-                    info.mtime = now
-                    tar.addfile(info, io.BytesIO(data))
-            os.replace(tmp, dest)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        return dest
+        if not outfile.is_stdout(dest):
+            dest.parent.mkdir(parents=True, exist_ok=True)
+        now = int(time.time())
+        with (
+            outfile.output(dest, binary=True, mode=FILE_MODE) as raw,
+            _Counted(raw) as counted,
+            gzip.GzipFile(fileobj=counted, mode="wb", compresslevel=6, mtime=now) as gz,
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            for path, data in entries:
+                info = tarfile.TarInfo(f"{root}/{path}")
+                info.size = len(data)
+                info.mode = FILE_MODE
+                info.mtime = now
+                tar.addfile(info, io.BytesIO(data))
+        return counted.bytes
+
+
+class _Counted:
+    """A binary file that counts what goes through it (a FIFO or standard output has no size to stat)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.bytes = 0
+
+    def __enter__(self) -> _Counted:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.raw.flush()
+
+    def write(self, data: Any) -> int:
+        self.bytes += len(data)
+        return int(self.raw.write(data) or len(data))
+
+    def flush(self) -> None:
+        self.raw.flush()
 
 
 def read_manifest(path: Path) -> dict[str, Any]:

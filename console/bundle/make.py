@@ -305,9 +305,9 @@ class _Run:
         summary = self._summary_input(snap, host_name, created, env, gpus, rec, simulated)
         b.add_text("README.md", summary_markdown(summary))
         b.collected("total before writing", started)
-        root = req.dest.name.removesuffix(ARCHIVE_EXT)
-        written = b.write(req.dest, head, root=root)
-        return BundleResult(written, written.stat().st_size, time.perf_counter() - started, b.manifest(head))
+        root = (default_name(host_name, created) if str(req.dest) == "-" else req.dest.name).removesuffix(ARCHIVE_EXT)
+        size = b.write(req.dest, head, root=root)
+        return BundleResult(req.dest, size, time.perf_counter() - started, b.manifest(head))
 
     def _summary_input(self, snap: FleetSnapshot | None, host: str, created: float, env: Mapping[str, Any],
                        gpus: Mapping[str, Any], rec: RecordingPart, simulated: Sequence[str]) -> SummaryInput:

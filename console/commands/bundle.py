@@ -25,7 +25,8 @@ def register(sub: Any) -> None:
     p.add_argument("--last", default="15m", metavar="DURATION",
                    help="the window before now the recording covers: 90s, 15m, 2h (default 15m)")
     p.add_argument("-o", "--output", metavar="FILE",
-                   help="the archive to write, or a folder to write it into (default: the current folder)")
+                   help="the archive to write, a folder to write it into (default: the current folder), or '-' "
+                        "for standard output; a symlink, FIFO or device is written through, never replaced")
     p.add_argument("--engine", action="append", default=[], metavar="NAME|PROFILE@URL",
                    help="an engine to include (configured name or PROFILE@URL); repeatable; default every configured")
     p.add_argument("--recording", metavar="DIR", help="the recording folder to cut the window from "
@@ -40,6 +41,7 @@ def register(sub: Any) -> None:
 
 
 def _dest(output: str | None, now: float) -> Any:
+    import os
     import socket
     from pathlib import Path
 
@@ -48,9 +50,13 @@ def _dest(output: str | None, now: float) -> Any:
     name = default_name(socket.gethostname(), now)
     if output is None:
         return free_path(Path.cwd() / name)
+    if output == "-":
+        return Path(output)
     path = Path(output).expanduser()
     if path.is_dir() or output.endswith(("/", "\\")):
         return free_path(path / name)
+    if os.path.lexists(path):  # an existing file, link, FIFO or device is written as named
+        return path
     if not path.name.endswith(".tar.gz"):
         path = path.with_name(path.name + ".tar.gz")
     return path
@@ -89,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"enginedeck: cannot write {dest}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CONFIG
     rec = result.manifest.get("recording", {})
-    print(f"{result.path}")
+    if str(result.path) != "-":  # on standard output the archive is the output
+        print(f"{result.path}")
     print(f"  {result.bytes / 1024:.0f} KiB, {len(result.manifest.get('files', []))} files, "
           f"{result.manifest['redaction']['masked']} secrets masked, {result.seconds:.1f} s; "
           f"{rec.get('note')}", file=sys.stderr)  # fmt: skip

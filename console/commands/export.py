@@ -17,13 +17,16 @@ def register(sub: Any) -> None:
     p.add_argument("--format", choices=("openmetrics", "csv"), default="openmetrics", help="default openmetrics")
     p.add_argument("--from", dest="start", metavar="TIME", help="start: '10m ago', '19:05', a date and time")
     p.add_argument("--to", dest="end", metavar="TIME", help="end (default: the end of the recording)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: standard output)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write here (default, or '-': standard output); a symlink, FIFO or device is written "
+                        "through, never replaced")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from console import outfile
     from console.errors import UserError
     from console.recording import RecordingError
     from console.recording.export import write_csv, write_openmetrics
@@ -33,15 +36,12 @@ def run(args: argparse.Namespace) -> int:
         lo, hi = window(args.start, args.end)
         rec = open_any(Path(args.path))
         write = write_openmetrics if args.format == "openmetrics" else write_csv
-        if args.output:
+        if args.output and not outfile.is_stdout(args.output):
             out = Path(args.output)
-            part = out.with_name(out.name + ".part")
             try:
-                with part.open("w", encoding="utf-8", newline="") as f:
+                with outfile.output(out) as f:
                     n = write(rec.documents(lo, hi), f)
-                part.replace(out)
             except OSError as exc:
-                part.unlink(missing_ok=True)
                 raise UserError(f"cannot write {out}: {exc.strerror}") from None
             print(f"{n} samples -> {out}", file=sys.stderr)
         else:
