@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
             write(rec.documents(lo, hi), sys.stdout)
     except RecordingError as exc:
         raise UserError(str(exc)) from None
+    for note in rec.damage_notes():
+        print(f"enginedeck: {note}", file=sys.stderr)
     if rec.skipped:
         print(f"enginedeck: {rec.skipped} damaged frame(s) skipped", file=sys.stderr)
     return 0

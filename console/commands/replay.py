@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Any
 
 
@@ -65,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     src.set_speed(args.speed)
     first = src.latest()
     simulated = any(e.simulated for e in first.engines) or first.gpus.source == "simulated"
+    notes = rec.damage_notes()
     run_replay(src, settings, profiles=load_profiles(), simulated=simulated, title=f"replay of {path.name}",
-               keys=config.keys)
+               keys=config.keys, notices=notes)
+    for note in notes:  # also after the screen is gone, where the terminal keeps it
+        print(f"enginedeck: {note}", file=sys.stderr)
     return 0

@@ -123,21 +123,38 @@ def read_at(f: BinaryIO, offset: int) -> tuple[FrameInfo, bytes] | None:
     return info, data
 
 
-def scan(f: BinaryIO, start: int = 0) -> Iterator[FrameInfo]:
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """Bytes of a data file that held no readable frame: ``header`` is the frame header found at
+    their start when it is intact (a frame cut short keeps it: its times and count say what was lost)."""
+
+    offset: int
+    length: int
+    header: FrameInfo | None
+
+
+def scan(f: BinaryIO, start: int = 0, damage: list[Damage] | None = None) -> Iterator[FrameInfo]:
     """Every intact frame from ``start`` on. A bad one is skipped: the search goes on from the next
-    occurrence of the magic after its start (a torn last frame simply ends the scan)."""
+    occurrence of the magic after its start; each skipped span (a torn last frame too) is appended
+    to ``damage``."""
     f.seek(0, 2)
     size = f.tell()
     pos = start
-    while pos + HEADER.size <= size:
-        got = read_at(f, pos)
+    while pos < size:
+        got = read_at(f, pos) if pos + HEADER.size <= size else None
         if got is not None:
             yield got[0]
             pos += got[0].length
             continue
-        pos = _next_magic(f, pos + 1, size)
-        if pos < 0:
+        f.seek(pos)
+        header = parse_header(f.read(HEADER.size), pos)
+        nxt = _next_magic(f, pos + 1, size)
+        end = size if nxt < 0 else nxt
+        if damage is not None:
+            damage.append(Damage(pos, end - pos, header))
+        if nxt < 0:
             return
+        pos = nxt
 
 
 def _next_magic(f: BinaryIO, pos: int, size: int) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,10 @@ from console.recording.writer import RecordingError, segment_name
 
 Docs = list[tuple[float, dict[str, Any]]]
 _CACHE_FRAMES = 8
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f".{int(t * 10) % 10}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,28 @@ class Recording:
                 if fh.read(len(frames.MAGIC)) != frames.MAGIC:
                     raise RecordingError(f"{path}: not an enginedeck recording")
         return rec
+
+    def damage_notes(self) -> list[str]:
+        """One line per segment that lost data (cut short or overwritten): how much, which times, and
+        that it was skipped. Empty when every frame the files ever held reads back."""
+        notes: list[str] = []
+        for seg in self.segments:
+            parts: list[str] = []
+            if seg.lost:
+                t0 = min(i.t_first for i in seg.lost)
+                t1 = max(i.t_last for i in seg.lost)
+                last = not seg.frames or min(i.offset for i in seg.lost) > max(i.offset for i in seg.frames)
+                docs = sum(i.count for i in seg.lost if i.kind == frames.KIND_DOCS)
+                raws = sum(i.count for i in seg.lost if i.kind == frames.KIND_RAW)
+                what = ", ".join(x for x in (f"{docs} documents" if docs else "",
+                                             f"{raws} raw payloads" if raws else "") if x) or "no documents"
+                parts.append(f"{'last ' if last else ''}{t1 - t0:.1f} s torn ({_clock(t0)}-{_clock(t1)}: "
+                             f"{len(seg.lost)} frames, {what})")
+            if seg.unreadable_bytes:
+                parts.append(f"{seg.unreadable_bytes} bytes unreadable")
+            if parts:
+                notes.append(f"segment {seg.path.name}: {'; '.join(parts)}; skipped")
+        return notes
 
     @property
     def span(self) -> tuple[float, float] | None:

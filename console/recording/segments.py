@@ -33,13 +33,15 @@ def _entry(info: FrameInfo) -> bytes:
     return e + struct.pack("<I", zlib.crc32(e))
 
 
-def _read_index(path: Path, data_size: int) -> list[FrameInfo]:
-    """The index's entries up to the first that is torn, corrupt or points past the data."""
+def _read_index(path: Path, data_size: int) -> tuple[list[FrameInfo], list[FrameInfo]]:
+    """The index's entries up to the first that is torn, corrupt or points past the data; and the
+    intact entries after that which point past the data (frames the data file no longer holds)."""
     try:
         raw = path.read_bytes()
     except OSError:
-        return []
+        return [], []
     out: list[FrameInfo] = []
+    beyond: list[FrameInfo] = []
     expect = 0
     for pos in range(0, len(raw) - ENTRY_SIZE + 1, ENTRY_SIZE):
         e = raw[pos:pos + _ENTRY.size]
@@ -47,11 +49,15 @@ def _read_index(path: Path, data_size: int) -> list[FrameInfo]:
         if zlib.crc32(e) != crc:
             break
         off, length, kind, codec, flags, t0, t1, count = _ENTRY.unpack(e)
-        if off < expect or off + length > data_size:
+        info = FrameInfo(off, length, kind, codec, flags, t0, t1, count)
+        if off < expect:
             break
-        out.append(FrameInfo(off, length, kind, codec, flags, t0, t1, count))
+        if beyond or off + length > data_size:
+            beyond.append(info)
+        else:
+            out.append(info)
         expect = off + length
-    return out
+    return out, beyond
 
 
 @dataclass
@@ -60,17 +66,30 @@ class Segment:
 
     path: Path
     frames: list[FrameInfo] = field(default_factory=list)
+    # Frames this file lost (cut short, overwritten): known from the index, or from the header
+    # left at the start of a torn span; and spans with no readable header at all (bytes).
+    lost: list[FrameInfo] = field(default_factory=list)
+    unreadable_bytes: int = 0
     _zdict: bytes | None = None
 
     @classmethod
     def load(cls, path: Path) -> Segment:
         seg = cls(path)
+        damage: list[frames.Damage] = []
         with path.open("rb") as f:
             f.seek(0, 2)
             size = f.tell()
-            known = _read_index(index_path(path), size)
+            known, beyond = _read_index(index_path(path), size)
             start = known[-1].offset + known[-1].length if known else 0
-            seg.frames = known + list(frames.scan(f, start))
+            seg.frames = known + list(frames.scan(f, start, damage))
+        readable = {i.offset for i in seg.frames}
+        lost = {i.offset: i for i in beyond if i.offset not in readable}
+        for d in damage:
+            if d.header is not None:
+                lost.setdefault(d.offset, d.header)
+            elif not any(d.offset <= i.offset < d.offset + d.length for i in beyond):
+                seg.unreadable_bytes += d.length
+        seg.lost = sorted(lost.values(), key=lambda i: i.offset)
         return seg
 
     @property

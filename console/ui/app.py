@@ -333,6 +333,8 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
             self.fleet = latest
         await self.push_screen(self.specs["overview"].factory(self, None))
         self._unsubscribe = self.source.subscribe(self._listener)
+        for notice in self.options.notices:
+            self.notify(notice, severity="warning", timeout=30)
 
     def exit_from_thread(self) -> None:
         """From any thread: leave the app as soon as its loop gets to it (never blocks)."""

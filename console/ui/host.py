@@ -34,6 +34,8 @@ class UiOptions:
     read_only_reason: str = ""
     # Shown on the no-configuration screen (None = engines are configured).
     setup_config_path: str | None = None
+    # Warnings to show once the console is up (a replayed recording's torn segments).
+    notices: tuple[str, ...] = ()
 
 
 class DeckHost(Protocol):

@@ -200,9 +200,9 @@ def recording_writer_factory(settings: ConsoleSettings, instances: Sequence[Engi
 
 
 def run_replay(source: Any, settings: ConsoleSettings, *, profiles: Mapping[str, Any], simulated: bool,
-               title: str, keys: Mapping[str, Sequence[str]] | None = None) -> None:
+               title: str, keys: Mapping[str, Sequence[str]] | None = None, notices: Sequence[str] = ()) -> None:
     """The console on a ``ReplaySource``: read-only ("replay"), no engine control, its clock the
-    recorded time."""
+    recorded time. ``notices`` (what of the recording could not be read) show when it opens."""
     from console.ui.app import DeckApp, UiOptions
     from console.ui.terminal_guard import TerminalGuard
 
@@ -212,7 +212,8 @@ def run_replay(source: Any, settings: ConsoleSettings, *, profiles: Mapping[str,
     source.start()
     try:
         app = DeckApp(source, options=UiOptions(read_only=True, read_only_reason="replay", layout=settings.layout,
-                                                mouse=settings.mouse, simulated=simulated, title=title),
+                                                mouse=settings.mouse, simulated=simulated, title=title,
+                                                notices=tuple(notices)),
                       profiles=profiles, clock=source.now, keys=keys)
         _run_guarded(app, guard, mouse=settings.mouse)
     finally:
