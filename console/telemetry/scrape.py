@@ -18,7 +18,7 @@ from console.client.http import ClosedEarly, ConnectFailed, HTTPClient, HTTPErro
 from console.config import EngineInstance
 from console.model import EngineIdentity, Phase
 from console.secrets import scrub
-from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody, decode_body
+from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody, decode_body, release_refused, size_text
 
 MAX_METRICS_BYTES = 16 * 1024 * 1024
 MAX_JSON_BYTES = 1024 * 1024
@@ -119,6 +119,13 @@ class _CappedBody:
     def on_headers(self, resp: Response) -> None:
         self.status = resp.status
         try:
+            declared = int(resp.headers.get("content-length", "") or -1)
+        except ValueError:
+            declared = -1  # the client refuses a malformed length itself
+        if declared > self._max:  # refused before a byte of it is read
+            self.error = f"response larger than {size_text(self._max)} (Content-Length {declared})"
+            raise _Refused(self.error)
+        try:
             self._body = BoundedBody(resp.headers.get("content-encoding", ""), self._max)
         except BodyError as exc:
             self.error = str(exc)
@@ -180,6 +187,7 @@ class EngineProbe:
         try:
             resp = await self.client.request("GET", path, headers=headers, sink=sink, timeout=t)
         except _Refused:
+            release_refused()
             return Fetched(sink.status, error=sink.error, elapsed=time.perf_counter() - start)
         except HTTPError as exc:
             return Fetched(None, error=_describe(exc, t), elapsed=time.perf_counter() - start)

@@ -120,3 +120,70 @@ def test_error_bodies_shown_are_scrubbed() -> None:
     shown = Fetched(401, body).reason()
     assert shown.startswith("HTTP 401 bad token")
     assert "hf_abc" not in shown and "sk-abc" not in shown
+
+
+# -- a body over the cap costs no memory once refused -------------------------------------------------
+
+def test_a_refused_body_lets_go_of_what_it_held() -> None:
+    """What arrived before the cap was crossed is dropped at the refusal, not when the exception (kept
+    by a future, a connection in a reference cycle) is finally collected."""
+    body = BoundedBody("", 1 << 20)
+    body.feed(bytes(1 << 19))
+    with pytest.raises(BodyTooLarge) as raised:
+        body.feed(bytes(1 << 20))
+    del body
+    held = [o for f in _frames(raised.value) for o in f.f_locals.values() if isinstance(o, BoundedBody)]
+    assert held and all(sum(map(len, b._out.parts)) == 0 for b in held)
+
+
+def _frames(exc: BaseException) -> list[object]:
+    out = []
+    tb = exc.__traceback__
+    while tb is not None:
+        out.append(tb.tb_frame)
+        tb = tb.tb_next
+    return out
+
+
+@pytest.fixture
+async def huge_server() -> AsyncIterator[str]:
+    big = bytes(MAX_METRICS_BYTES + 1)
+
+    async def declared(request: web.Request) -> web.Response:
+        return web.Response(body=big)
+
+    async def chunked(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        try:
+            for i in range(0, len(big), 1 << 20):
+                await resp.write(big[i:i + (1 << 20)])
+        except (ConnectionError, RuntimeError):
+            pass
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/declared", declared)
+    app.router.add_get("/chunked", chunked)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_declared_length_over_the_cap_is_refused_before_its_body(huge_server: str) -> None:
+    probe = EngineProbe(parse_engine_ref(f"vllm@{huge_server}"))
+    try:
+        got = await probe.fetch("/declared", max_bytes=MAX_METRICS_BYTES)
+        assert not got.ok and got.status == 200
+        assert got.reason() == f"response larger than 16 MiB (Content-Length {MAX_METRICS_BYTES + 1})"
+        chunked = await probe.fetch("/chunked", max_bytes=MAX_METRICS_BYTES)  # no length: the running count
+        assert not chunked.ok and chunked.reason() == "response larger than 16 MiB"
+    finally:
+        probe.close()
