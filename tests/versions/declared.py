@@ -302,7 +302,8 @@ TARGETS: dict[str, Target] = {
     # not be read here; names and the position label follow the reading of
     # tools/server/server-task.cpp and a real server's /metrics text quoted by a third-party parser's
     # tests (llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 14039 ...).
-    "llamacpp-b7xxx": Target("llamacpp", "b7xxx", "llama.cpp tools/server (to_metrics; see the note above)", "llamacpp",
+    "llamacpp-recent": Target("llamacpp", "recent (with per-position counters)",
+                              "llama.cpp tools/server (to_metrics; see the note above)", "llamacpp",
                              {}, (
         c("llamacpp:prompt_tokens_total", 300.0, start=5_000_000.0),
         c("llamacpp:tokens_predicted_total", 120.0, start=2_000_000.0),

@@ -119,7 +119,7 @@ EXPECT: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
          "prompt_tokens_per_s.at_finish": False, "generation_tokens_per_s.now": _rate(1200, 0.15),
          "requests_per_s.now": _rate(2.5), "errors_per_s.now": _rate(0.5), "tpot_s.mean": _exact(0.03),
          "e2e_s.mean": _exact(1.5), "queue_time_s.mean": _exact(0.05), "itl_s.mean": None}),
-    "llamacpp-b7xxx": (
+    "llamacpp-recent": (
         ("running", "waiting", "prompt_tokens", "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens",
          "spec_accepted_per_pos"),
         {"running": 2, "waiting": 1, "prompt_tokens_per_s.now": _rate(300), "prompt_tokens_per_s.approximate": True,
@@ -247,7 +247,7 @@ def test_sglang_spec_off_has_no_panel(status_doc: dict[str, dict[str, Any]]) -> 
 @pytest.mark.slow
 def test_llamacpp_per_position(status_doc: dict[str, dict[str, Any]]) -> None:
     """5. llama.cpp's per-position acceptance counter."""
-    per_pos = status_doc["llamacpp-b7xxx"]["spec_decode"]["per_position"]
+    per_pos = status_doc["llamacpp-recent"]["spec_decode"]["per_position"]
     assert per_pos == [_rate(0.8, 0.01), _rate(0.6, 0.01), _rate(0.4, 0.01), _rate(0.2, 0.01)]
 
 
