@@ -79,15 +79,24 @@ class Rates:
     # The engine adds to this counter only when a request finishes (profile ``at_finish``): short
     # windows read 0 during a decode and spike at its end, so ``now`` is the 60 s rate.
     at_finish: bool = False
+    # The engine prints this counter with few significant digits (profile ``precision``: llama.cpp's
+    # 6) and its value is past them: it moves in steps of ``step`` (10 tokens at 1.23457e+06), so a
+    # 5 s rate is off by up to step / 5 s. ``now`` is then the 60 s rate, marked approximate.
+    step: float = 0.0
+
+    @property
+    def approximate(self) -> bool:
+        return self.step > 0
 
     @property
     def now(self) -> float | None:
-        """The rate to show as current: over 5 s, or 60 s for a counter bumped when requests end."""
-        return self.r60s if self.at_finish else self.r5s
+        """The rate to show as current: over 5 s, or 60 s for a counter bumped when requests end or
+        printed too coarsely for 5 s."""
+        return self.r60s if self.at_finish or self.step > 0 else self.r5s
 
     @property
     def now_window(self) -> str:
-        return "60s" if self.at_finish else "5s"
+        return "60s" if self.at_finish or self.step > 0 else "5s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +120,29 @@ class KvTransfer:
     link_gb_s: float | None = None  # GB/s while transferring (bytes / transfer time), or the gauge
     latency_s: float | None = None  # mean time of one transfer
     failures_per_s: Rates = Rates()
+
+
+@dataclass(frozen=True, slots=True)
+class PdQueues:
+    """Disaggregated prefill/decode queues (SGLang): requests on the prefill side waiting for their
+    decode peer (bootstrap) or sending their KV (inflight); on the decode side preallocating KV
+    (prealloc) or receiving it (transfer); and bootstrap failures."""
+
+    bootstrap: float | None = None
+    inflight: float | None = None
+    prealloc: float | None = None
+    transfer: float | None = None
+    bootstrap_failures_per_s: Rates = Rates()
+
+
+@dataclass(frozen=True, slots=True)
+class CacheTiers:
+    """Where cached prompt tokens came from over 60 s (vLLM prompt_tokens_cached_by_source, trtllm
+    prompt_cache_hit_tokens_total by cache_tier): tier -> tokens per second; plus the share of prefix
+    queries a KV connector answered (vLLM external_prefix_cache_hits / queries)."""
+
+    tokens_per_s: tuple[tuple[str, float], ...] = ()
+    external_hit_rate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +191,19 @@ class ModelMetrics:
     tpot: Quantiles = Quantiles()
     e2e: Quantiles = Quantiles()
     queue_time: Quantiles = Quantiles()
+    # Per-request phases (vLLM, trtllm): prefill = first token - first scheduled, decode = last token
+    # - first token, inference = their sum (queueing excluded).
+    prefill_time: Quantiles = Quantiles()
+    decode_time: Quantiles = Quantiles()
+    inference_time: Quantiles = Quantiles()
+    # Waiting requests by reason (vLLM): for scheduling capacity, or deferred by a transient
+    # constraint (LoRA budget, KV transfer). None where the engine does not say.
+    waiting_capacity: float | None = None
+    waiting_deferred: float | None = None
+    # Sleep mode (vLLM engine_sleep_state): 0 awake, 1 weights offloaded, 2 weights discarded.
+    sleep_level: int | None = None
+    kv_host_usage: float | None = None  # host (second-tier) KV pool, fraction 0-1
+    admission_rejections_per_s: Rates = Rates()
     # TTFT histogram, cumulative since the console began watching (reset-corrected): its upper bounds
     # and the count at or below each (the last bound is +Inf: the total). Empty when n/a. Alerts
     # take SLO burn rates over hours from successive values.
@@ -169,8 +214,10 @@ class ModelMetrics:
     spec: SpecDecode | None = None
     kv_transfer: KvTransfer | None = None
     lora: LoraState | None = None
+    pd_queues: PdQueues | None = None
+    cache_tiers: CacheTiers | None = None
     # Figures dropped (set to None) because they were outside their physical range
-    # (console.telemetry.plausible); the engine's metrics are marked with them.
+    # (console.plausible); the engine's metrics are marked with them.
     invalid: tuple[InvalidFigure, ...] = ()
 
 

@@ -16,7 +16,16 @@ import math
 from dataclasses import fields, replace
 from typing import Any
 
-from console.model import InvalidFigure, KvTransfer, LoraState, ModelMetrics, Quantiles, Rates, SpecDecode
+from console.model import (
+    InvalidFigure,
+    KvTransfer,
+    LoraState,
+    ModelMetrics,
+    PdQueues,
+    Quantiles,
+    Rates,
+    SpecDecode,
+)
 
 Bounds = tuple[float, float]
 
@@ -30,6 +39,7 @@ SECONDS: Bounds = (0.0, 1e6)  # a latency or duration: under 12 days
 ACCEPT_LENGTH: Bounds = (0.0, 1e3)  # tokens per verification step (SGLang reports 0 when spec is off)
 BYTES_PER_S: Bounds = (0.0, 1e13)
 GB_PER_S: Bounds = (0.0, 1e4)
+SLEEP_LEVEL: Bounds = (0.0, 2.0)  # vLLM engine_sleep_state: awake, weights offloaded, weights discarded
 
 # A fraction computed in floating point may land a rounding error past its bound: that is kept
 # (clamped), a real excess is not.
@@ -41,18 +51,26 @@ _RATES: dict[str, Bounds] = {
     "request_rate": EVENTS_PER_S,
     "error_rate": EVENTS_PER_S,
     "preemption_rate": EVENTS_PER_S,
+    "admission_rejections_per_s": EVENTS_PER_S,
 }
-_QUANTILES = ("ttft", "itl", "tpot", "e2e", "queue_time")
+_QUANTILES = ("ttft", "itl", "tpot", "e2e", "queue_time", "prefill_time", "decode_time", "inference_time")
+_GAUGES: dict[str, Bounds] = {
+    "running": REQUESTS,
+    "waiting": REQUESTS,
+    "waiting_capacity": REQUESTS,
+    "waiting_deferred": REQUESTS,
+    "kv_usage": FRACTION,
+    "kv_usage_mean": FRACTION,
+    "kv_host_usage": FRACTION,
+    "prefix_hit_rate": FRACTION,
+    "preemptions_total": COUNTER,
+    "sleep_level": SLEEP_LEVEL,
+}
 
 # Every numeric figure of ModelMetrics and the range it must lie in (dotted paths as in
 # InvalidFigure.field; "*" for every element or key).
 RANGES: dict[str, Bounds] = {
-    "running": REQUESTS,
-    "waiting": REQUESTS,
-    "kv_usage": FRACTION,
-    "kv_usage_mean": FRACTION,
-    "prefix_hit_rate": FRACTION,
-    "preemptions_total": COUNTER,
+    **_GAUGES,
     "counters.*": COUNTER,
     "ttft_cumulative.*": COUNTER,
     **{f"{name}.{w}": b for name, b in _RATES.items() for w in ("r5s", "r15s", "r60s")},
@@ -70,6 +88,10 @@ RANGES: dict[str, Bounds] = {
     "lora.waiting": LORA,
     "lora.slots_used": LORA,
     "lora.slots_total": LORA,
+    **{f"pd_queues.{q}": REQUESTS for q in ("bootstrap", "inflight", "prealloc", "transfer")},
+    **{f"pd_queues.bootstrap_failures_per_s.{w}": EVENTS_PER_S for w in ("r5s", "r15s", "r60s")},
+    "cache_tiers.tokens_per_s.*": TOKENS_PER_S,
+    "cache_tiers.external_hit_rate": FRACTION,
 }
 
 
@@ -122,9 +144,9 @@ def check(m: ModelMetrics) -> ModelMetrics:
     """``m`` with every figure outside its physical range set to None and listed in ``invalid``."""
     c = _Checker()
     changes: dict[str, Any] = {}
-    for name in ("running", "waiting", "kv_usage", "kv_usage_mean", "prefix_hit_rate", "preemptions_total"):
+    for name, bounds in _GAUGES.items():
         old = getattr(m, name)
-        new = c.value(name, old, RANGES[name])
+        new = c.value(name, old, bounds)
         if new is not old:
             changes[name] = new
     for name, bounds in _RATES.items():
@@ -163,6 +185,21 @@ def check(m: ModelMetrics) -> ModelMetrics:
         lora: LoraState = c.record("lora", m.lora, {f.name: LORA for f in fields(LoraState)})
         if lora is not m.lora:
             changes["lora"] = lora
+    if m.pd_queues is not None:
+        pd: PdQueues = c.record("pd_queues", m.pd_queues, {q: REQUESTS for q in ("bootstrap", "inflight", "prealloc",
+                                                                                "transfer")})
+        failures = c.rates("pd_queues.bootstrap_failures_per_s", pd.bootstrap_failures_per_s, EVENTS_PER_S)
+        if failures is not pd.bootstrap_failures_per_s:
+            pd = replace(pd, bootstrap_failures_per_s=failures)
+        if pd is not m.pd_queues:
+            changes["pd_queues"] = pd
+    if m.cache_tiers is not None:
+        tiers = m.cache_tiers
+        kept = tuple((tier, v) for tier, v in tiers.tokens_per_s
+                     if c.value(f"cache_tiers.tokens_per_s.{tier}", v, TOKENS_PER_S) is not None)
+        hit = c.value("cache_tiers.external_hit_rate", tiers.external_hit_rate, FRACTION)
+        if kept != tiers.tokens_per_s or hit is not tiers.external_hit_rate:
+            changes["cache_tiers"] = replace(tiers, tokens_per_s=kept, external_hit_rate=hit)
     if not changes:
         return m
     return replace(m, invalid=(*m.invalid, *c.invalid), **changes)

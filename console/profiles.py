@@ -38,6 +38,16 @@ GAUGES = (
     "lora_waiting",
     "lora_slots_used",
     "lora_slots_total",
+    "waiting_capacity",  # waiting requests by reason (vLLM num_requests_waiting_by_reason)
+    "waiting_deferred",
+    "sleep_awake",  # sleep mode: 1 awake / 1 at sleep level 1 / 1 at level 2 (vLLM engine_sleep_state)
+    "sleep_offloaded",
+    "sleep_discarded",
+    "kv_host_usage",  # host (second-tier) KV pool, fraction 0-1 (trtllm kv_cache_host_utilization)
+    "pd_bootstrap_queue",  # disaggregated P/D queues (SGLang): prefill side waiting for the decode peer,
+    "pd_inflight_queue",  # prefill side transferring, decode side preallocating, decode side receiving
+    "pd_prealloc_queue",
+    "pd_transfer_queue",
 )
 COUNTERS = (
     "prompt_tokens",
@@ -57,8 +67,13 @@ COUNTERS = (
     "kv_transfer_time",  # seconds spent in those transfers
     "kv_transfers",
     "kv_transfer_failures",
+    "pd_bootstrap_failures",  # P/D requests whose bootstrap with the peer failed (SGLang)
+    "prompt_cached_by_tier",  # cached prompt tokens by the tier that held them (label: ``by_label``)
+    "external_prefix_hits",  # prefix-cache hits / queries served through a KV connector (vLLM)
+    "external_prefix_queries",
+    "admission_rejections",  # requests refused by a queue limit (vLLM)
 )
-HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue_time")
+HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue_time", "prefill_time", "decode_time", "inference_time")
 CANONICAL = GAUGES + COUNTERS + HISTOGRAMS
 
 # Which raw kinds may feed which canonical kind: a counter can come from a histogram's _sum
@@ -114,11 +129,17 @@ class MetricMapping:
     # read from this label of the newest sample (largest value) per model: a number, or the count of
     # the items of a comma-joined list ("a,b" -> 2, "" -> 0).
     from_label: str = ""
+    # Counters only. The label whose values break this counter down where the console shows it by
+    # label (draft position, cache tier); empty: the canonical default (``position``).
+    by_label: str = ""
+    # Counters only. Significant digits the engine prints the value with (llama.cpp: 6, so
+    # 1234567 reads 1.23457e+06); 0: exact. Above 10**precision a short-window rate is coarse.
+    precision: int = spec(0, ge=0, le=17)
 
     def __post_init__(self) -> None:
         counter = self.kind in ("counter", "histogram_sum", "histogram_count")
-        if not counter and (self.plus or self.first_use or self.at_finish):
-            raise ValueError("plus, first_use and at_finish apply to counters only")
+        if not counter and (self.plus or self.first_use or self.at_finish or self.by_label or self.precision):
+            raise ValueError("plus, first_use, at_finish, by_label and precision apply to counters only")
         if self.present_with and not self.first_use:
             raise ValueError("present_with needs first_use = true")
         if self.from_label and self.kind != "gauge":

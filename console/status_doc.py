@@ -54,6 +54,8 @@ def rates_doc(r: Rates) -> dict[str, Any]:
         "now": _round(r.now, 4),
         "now_window": r.now_window,
         "at_finish": r.at_finish,
+        # Printed too coarsely for 5 s (llama.cpp's 6 significant digits): "now" is the 60 s rate.
+        "approximate": r.approximate,
     }
 
 
@@ -98,6 +100,21 @@ def model_doc(m: ModelMetrics) -> dict[str, Any]:
         "lora": None if m.lora is None else {
             "running": m.lora.running, "waiting": m.lora.waiting, "slots_used": m.lora.slots_used,
             "slots_total": m.lora.slots_total},
+        "prefill_time_s": quantiles_doc(m.prefill_time),
+        "decode_time_s": quantiles_doc(m.decode_time),
+        "inference_time_s": quantiles_doc(m.inference_time),
+        "waiting_by_reason": None if m.waiting_capacity is None and m.waiting_deferred is None else {
+            "capacity": m.waiting_capacity, "deferred": m.waiting_deferred},
+        "sleep_level": m.sleep_level,
+        "kv_host_usage": _round(m.kv_host_usage),
+        "admission_rejections_per_s": rates_doc(m.admission_rejections_per_s),
+        "pd_queues": None if m.pd_queues is None else {
+            "bootstrap": m.pd_queues.bootstrap, "inflight": m.pd_queues.inflight,
+            "prealloc": m.pd_queues.prealloc, "transfer": m.pd_queues.transfer,
+            "bootstrap_failures_per_s": rates_doc(m.pd_queues.bootstrap_failures_per_s)},
+        "prompt_cache_tiers": None if m.cache_tiers is None else {
+            "tokens_per_s": {tier: _round(v, 3) for tier, v in m.cache_tiers.tokens_per_s},
+            "external_hit_rate": _round(m.cache_tiers.external_hit_rate)},
         # Figures the engine reported outside their physical range, shown above as null. The reported
         # value is a string: it is evidence, not a figure to compute with.
         "invalid": [{"field": f.field, "reported": f"{f.value:.6g}", "allowed": f.allowed} for f in m.invalid],

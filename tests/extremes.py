@@ -16,10 +16,18 @@ GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cac
 COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:prefix_cache_hits_total",
             "vllm:prefix_cache_queries_total", "vllm:prompt_tokens_cached_total", "vllm:num_preemptions_total",
             "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
-            "vllm:spec_decode_num_accepted_tokens_total", "vllm:nixl_num_failed_transfers_total")
+            "vllm:spec_decode_num_accepted_tokens_total", "vllm:nixl_num_failed_transfers_total",
+            "vllm:external_prefix_cache_hits_total", "vllm:external_prefix_cache_queries_total",
+            "vllm:admission_rejections_total")
 HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
               "vllm:request_time_per_output_token_seconds", "vllm:e2e_request_latency_seconds",
-              "vllm:request_queue_time_seconds", "vllm:nixl_xfer_time_seconds", "vllm:nixl_bytes_transferred")
+              "vllm:request_queue_time_seconds", "vllm:nixl_xfer_time_seconds", "vllm:nixl_bytes_transferred",
+              "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
+              "vllm:request_inference_time_seconds")
+# Labelled series of the newest builds (vLLM 0.34): one sample per label value.
+LABELLED = (("vllm:num_requests_waiting_by_reason", "gauge", "reason", ("capacity", "deferred")),
+            ("vllm:engine_sleep_state", "gauge", "sleep_state", ("awake", "weights_offloaded", "discard_all")),
+            ("vllm:prompt_tokens_cached_by_source_total", "counter", "source", ("device", "host", "disk")))
 BUCKETS = ("0.01", "0.1", "1.0", "10.0", "+Inf")
 
 
@@ -43,6 +51,10 @@ def vllm_payload(value: Callable[[str], float]) -> str:
     for reason in ("stop", "length", "abort"):
         out.append(f'vllm:request_success_total{{{MODEL},finished_reason="{reason}"}} '
                    f"{_num(value('request_success_' + reason))}")
+    for name, kind, label, values in LABELLED:
+        out.append(f"# TYPE {name} {kind}")
+        for v in values:
+            out.append(f'{name}{{{MODEL},{label}="{v}"}} {_num(value(f"{name}_{v}"))}')
     out.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter")
     for pos in range(3):
         out.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{MODEL},position="{pos}"}} '

@@ -72,8 +72,9 @@ _VALUES = st.one_of(st.sampled_from(FINITE_EXTREMES), st.floats(allow_nan=True, 
 # Each numeric figure of the status document's model block and the range it must lie in.
 _DOC_RATES = {"prompt_tokens_per_s": plausible.TOKENS_PER_S, "generation_tokens_per_s": plausible.TOKENS_PER_S,
               "requests_per_s": plausible.EVENTS_PER_S, "errors_per_s": plausible.EVENTS_PER_S,
-              "preemptions_per_s": plausible.EVENTS_PER_S}
-_DOC_QUANTILES = ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_time_s")
+              "preemptions_per_s": plausible.EVENTS_PER_S, "admission_rejections_per_s": plausible.EVENTS_PER_S}
+_DOC_QUANTILES = ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_time_s", "prefill_time_s", "decode_time_s",
+                  "inference_time_s")
 
 
 def _within(path: str, v: Any, bounds: plausible.Bounds) -> None:
@@ -89,8 +90,24 @@ def check_model_doc(doc: dict[str, Any]) -> None:
     known = {"model", "prefix_hit_rate_window", "invalid", "replicas"}
     for key in ("running", "waiting"):
         _within(key, doc[key], plausible.REQUESTS)
-    for key in ("kv_usage", "kv_usage_mean", "prefix_hit_rate"):
+    for key in ("kv_usage", "kv_usage_mean", "prefix_hit_rate", "kv_host_usage"):
         _within(key, doc[key], plausible.FRACTION)
+    _within("sleep_level", doc["sleep_level"], plausible.SLEEP_LEVEL)
+    if doc["waiting_by_reason"] is not None:
+        for key, v in doc["waiting_by_reason"].items():
+            _within(f"waiting_by_reason.{key}", v, plausible.REQUESTS)
+    pd = doc["pd_queues"]
+    if pd is not None:
+        for key in ("bootstrap", "inflight", "prealloc", "transfer"):
+            _within(f"pd_queues.{key}", pd[key], plausible.REQUESTS)
+        for w in ("5s", "15s", "60s", "now"):
+            _within(f"pd_queues.bootstrap_failures_per_s.{w}", pd["bootstrap_failures_per_s"][w],
+                    plausible.EVENTS_PER_S)
+    tiers = doc["prompt_cache_tiers"]
+    if tiers is not None:
+        for tier, v in tiers["tokens_per_s"].items():
+            _within(f"prompt_cache_tiers.tokens_per_s.{tier}", v, plausible.TOKENS_PER_S)
+        _within("prompt_cache_tiers.external_hit_rate", tiers["external_hit_rate"], plausible.FRACTION)
     _within("preemptions_total", doc["preemptions_total"], plausible.COUNTER)
     assert isinstance(doc["replicas"], int) and doc["replicas"] >= 1
     for key, bounds in _DOC_RATES.items():
@@ -119,7 +136,8 @@ def check_model_doc(doc: dict[str, Any]) -> None:
         for key, v in lora.items():
             _within(f"lora.{key}", v, plausible.LORA)
     checked = known | {"running", "waiting", "kv_usage", "kv_usage_mean", "prefix_hit_rate", "preemptions_total",
-                       "spec_decode", "kv_transfer", "lora", *_DOC_RATES, *_DOC_QUANTILES}
+                       "spec_decode", "kv_transfer", "lora", "kv_host_usage", "sleep_level", "waiting_by_reason",
+                       "pd_queues", "prompt_cache_tiers", *_DOC_RATES, *_DOC_QUANTILES}
     assert set(doc) <= checked, f"figures this test does not check: {sorted(set(doc) - checked)}"
 
 

@@ -30,7 +30,10 @@ def register(sub: Any) -> None:
     p.add_argument("--api-key", default=None, help="require this API key where the real engine would")
     p.add_argument("--load-time", type=float, default=0.0, metavar="S", help="seconds of simulated model loading")
     p.add_argument("--metrics-version", choices=("current", "legacy"), default="current",
-                   help="vllm only: legacy = pre-0.9.2 metric names (0.9.1)")
+                   help="vllm: legacy = pre-0.9.2 metric names (0.9.1); sglang: legacy = 0.5.4 shapes (P/D "
+                        "gauges, no TPOT histogram); current = the newest release's")
+    p.add_argument("--priority-scheduling", type=int, default=0, metavar="N",
+                   help="sglang only: priority scheduling with N priority values (priority-labelled gauges)")
     p.add_argument("--fault", action="append", default=[], metavar="FAULT",
                    help="slow-metrics=S, hang-metrics, garbage-metrics, error-rate=F, stall=START:S, crash-after=S "
                         "(repeatable)")
@@ -99,8 +102,12 @@ def _run_one(args: argparse.Namespace) -> int:
 
     if args.engine == "trtllm" and args.api_key:
         raise UserError("trtllm-serve has no API key option (--api-key is not supported for --engine trtllm)")
-    if args.metrics_version == "legacy" and args.engine != "vllm":
-        raise UserError("--metrics-version legacy exists only for --engine vllm")
+    if args.metrics_version == "legacy" and args.engine not in ("vllm", "sglang"):
+        raise UserError("--metrics-version legacy exists only for --engine vllm and sglang")
+    if args.priority_scheduling and args.engine != "sglang":
+        raise UserError("--priority-scheduling exists only for --engine sglang")
+    if not 0 <= args.priority_scheduling <= 16:
+        raise UserError("--priority-scheduling must be 0..16")
     if args.speed <= 0:
         raise UserError("--speed must be positive")
     for name in ("kv_blocks", "max_running"):
@@ -128,6 +135,7 @@ def _run_one(args: argparse.Namespace) -> int:
         data_parallel=args.data_parallel,
         metrics_every=args.metrics_every,
         spec_decode=args.spec_decode,
+        priority_levels=args.priority_scheduling,
         pd_decode=args.pd_decode,
         pd_fail_every=args.pd_fail_every,
         max_lora=args.lora,

@@ -1,5 +1,6 @@
-"""Speculative decoding, disaggregated P/D (KV transfer) and LoRA figures of one model, from the
-canonical metrics of the optional mappings (``engines/*.toml``: ``optional = true``).
+"""Speculative decoding, disaggregated P/D (KV transfer, queues), LoRA, prompt-cache tiers and sleep
+figures of one model, from the canonical metrics of the optional mappings (``engines/*.toml``:
+``optional = true``).
 
 Each is None where the engine exposes none of its series, so a panel appears only where there is
 something to show. Ratios over the 60 s window (as vLLM's Speculative Decoding dashboard computes
@@ -7,7 +8,9 @@ them): acceptance rate = Δaccepted / Δdraft tokens, acceptance length = 1 + Δ
 per-position acceptance = Δaccepted at position i / Δdrafts, draft share = Δaccepted / Δgenerated;
 KV transfer = Δbytes / Δt and Δbytes / Δtransfer time. Where
 the engine has gauges instead (SGLang), the gauges. llama.cpp always exports its spec-decode counters
-(0 without a draft model): the panel waits for the first draft token.
+(0 without a draft model): the panel waits for the first draft token. SGLang likewise always sets
+its gauges, to 0 with speculative decoding off; with it on a step yields at least the bonus token
+(acceptance length >= 1), so gauges reading 0 / 0 are "off", not a panel of zeros.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from console.model import KvTransfer, LoraState, Rates, SpecDecode
+from console.model import CacheTiers, KvTransfer, LoraState, PdQueues, Rates, SpecDecode
 
 Increase = Callable[[str], float | None]  # canonical counter -> its increase over the window (None: absent)
 Gauge = Callable[[str], float | None]  # canonical gauge -> its value (None: absent)
 Total = Callable[[str], float | None]  # canonical counter -> its current total (None: absent)
 
-__all__ = ["kv_transfer", "lora", "spec_decode"]
+__all__ = ["cache_tiers", "kv_transfer", "lora", "pd_queues", "sleep_level", "spec_decode"]
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -48,7 +51,7 @@ def spec_decode(increase: Increase, gauge: Gauge, total: Total,
             draft_share=_ratio(d_acc, increase("generation_tokens")),
             window="60s",
         )
-    if rate_g is None and length_g is None:
+    if not rate_g and not length_g:  # None, or 0 / 0: speculative decoding is off
         return None
     return SpecDecode(acceptance_rate=rate_g, acceptance_length=length_g, window="gauge")
 
@@ -82,3 +85,36 @@ def lora(gauge: Gauge) -> LoraState | None:
         return None
     return LoraState(running=values["lora_running"], waiting=values["lora_waiting"],
                      slots_used=values["lora_slots_used"], slots_total=values["lora_slots_total"])  # fmt: skip
+
+
+def pd_queues(gauge: Gauge, failures: Rates) -> PdQueues | None:
+    q = {n: gauge(f"pd_{n}_queue") for n in ("bootstrap", "inflight", "prealloc", "transfer")}
+    if all(v is None for v in q.values()):
+        return None  # not a disaggregated engine (the gauges exist only in P/D mode)
+    return PdQueues(bootstrap=q["bootstrap"], inflight=q["inflight"], prealloc=q["prealloc"],
+                    transfer=q["transfer"], bootstrap_failures_per_s=failures)  # fmt: skip
+
+
+def cache_tiers(by_tier: Mapping[str, float] | None, window_s: float | None,
+                increase: Increase) -> CacheTiers | None:  # fmt: skip
+    """``by_tier``: Δcached tokens per tier over the window (None: the engine has no such counter)."""
+    external = _ratio(increase("external_prefix_hits"), increase("external_prefix_queries"))
+    if by_tier is None and external is None:
+        return None
+    per_s = tuple((tier, v / window_s) for tier, v in sorted((by_tier or {}).items())
+                  if window_s and tier)  # fmt: skip
+    if not per_s and external is None:
+        return None
+    return CacheTiers(tokens_per_s=per_s, external_hit_rate=external)
+
+
+def sleep_level(gauge: Gauge) -> int | None:
+    """vLLM's engine_sleep_state: awake=1 -> 0; weights_offloaded=1 -> 1; discard_all=1 -> 2."""
+    awake, offloaded, discarded = gauge("sleep_awake"), gauge("sleep_offloaded"), gauge("sleep_discarded")
+    if discarded:
+        return 2
+    if offloaded:
+        return 1
+    if awake is None:
+        return None
+    return 0 if awake else 1  # asleep without saying which level: at least level 1

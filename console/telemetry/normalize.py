@@ -287,16 +287,19 @@ def _has_family(parsed: ParseResult, mapping: MetricMapping) -> bool:
 
 
 def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
+    """Whether the series passes ``match``. A label the series lacks reads "", as Prometheus treats
+    an absent label and an empty one alike: ``priority = [""]`` keeps SGLang's total under
+    ``priority=""`` with priority scheduling and the only series without it."""
     if not match:
         return True
     present = dict(labels)
     for alts, allowed in _match_plan(match):
-        value = None
+        value = ""
         for alt in alts:
             if alt in present:
                 value = present[alt]
                 break
-        if value is None or value not in allowed:
+        if value not in allowed:
             return False
     return True
 

@@ -369,7 +369,12 @@ class EngineMetricsState:
             out.append(None if inc is None or dt <= 0 else _fin(inc / dt))
         mapping = self.profile.metrics.map.get(canonical)
         at_finish = mapping is not None and (mapping.at_finish or any(p.at_finish for p in mapping.plus))
-        return Rates(out[0], out[1], out[2], at_finish=at_finish)
+        step = 0.0
+        if mapping is not None and mapping.precision and self._frames:
+            cur = self._frames[-1].counters
+            values = [v for m in models for v in cur.get(m, {}).get(canonical, {}).values()]
+            step = max((print_step(v, mapping.precision) for v in values), default=0.0)
+        return Rates(out[0], out[1], out[2], at_finish=at_finish, step=step)
 
     def _quantiles(self, models: list[str], canonical: str) -> Quantiles:
         frames = self._frames
@@ -487,12 +492,29 @@ class EngineMetricsState:
         def by_label(canonical: str, label: str) -> dict[str, float]:
             return {} if base is None else self._increase_by_label(base, models, canonical, label)
 
+        def label_of(canonical: str, default: str) -> str:
+            mapping = spec_map.get(canonical)
+            return mapping.by_label if mapping is not None and mapping.by_label else default
+
+        tiers = (by_label("prompt_cached_by_tier", label_of("prompt_cached_by_tier", "tier"))
+                 if "prompt_cached_by_tier" in spec_map and any("prompt_cached_by_tier" in r.counters for r in readings)
+                 else None)  # fmt: skip
         return plausible.check(ModelMetrics(
             spec=features.spec_decode(increase, lambda c: gauge(c, "mean"), counters.get,
-                                      by_label("spec_accepted_per_pos", "position")),
+                                      by_label("spec_accepted_per_pos", label_of("spec_accepted_per_pos", "position"))),
             kv_transfer=features.kv_transfer(increase, lambda c: gauge(c, "mean"), window,
                                              rates("kv_transfer_failures")),
             lora=features.lora(lambda c: gauge(c, "max")),
+            pd_queues=features.pd_queues(lambda c: gauge(c, "sum"), rates("pd_bootstrap_failures")),
+            cache_tiers=features.cache_tiers(tiers, window, increase),
+            sleep_level=features.sleep_level(lambda c: gauge(c, "max")),
+            waiting_capacity=gauge("waiting_capacity", "sum"),
+            waiting_deferred=gauge("waiting_deferred", "sum"),
+            kv_host_usage=gauge("kv_host_usage", "max"),
+            admission_rejections_per_s=rates("admission_rejections"),
+            prefill_time=quant("prefill_time"),
+            decode_time=quant("decode_time"),
+            inference_time=quant("inference_time"),
             model=name,
             running=gauge("running", "sum"),
             waiting=gauge("waiting", "sum"),
@@ -529,6 +551,14 @@ class EngineMetricsState:
         return per_model, total
 
     snapshot = metrics
+
+
+def print_step(value: float, digits: int) -> float:
+    """The step a counter printed with ``digits`` significant digits moves in at ``value``: 0 while
+    it prints exactly (below 10**digits), else 10**(its decimal exponent - digits + 1)."""
+    if not math.isfinite(value) or abs(value) < 10.0**digits:
+        return 0.0
+    return 10.0 ** (math.floor(math.log10(abs(value))) - digits + 1)
 
 
 # How much earlier than our previous scrape (by our clock) a series' _created may be and still count

@@ -203,19 +203,68 @@ METRICS: dict[str, MetricInfo] = {
         "longer match the traffic (speculation then costs more than it saves)",
         ("spec_accepted_tokens", "spec_draft_tokens", "spec_drafts", "spec_accept_rate", "spec_accept_length"),
         "Δaccepted / Δdraft tokens and 1 + Δaccepted / Δdrafts over 60 s (vLLM's dashboard formulas); "
-        "share of output = Δaccepted / Δgenerated; or the engine's own gauges (SGLang: its last batch)",
+        "share of output = Δaccepted / Δgenerated; or the engine's own gauges (SGLang: its last batch; it sets "
+        "them to 0 with speculative decoding off, which shows no panel)",
     ),
     "kv_transfer": MetricInfo(
         "KV transfer (disaggregated prefill/decode)",
         "KV-cache blocks moved from the prefill to the decode instance. Shown only where the engine exports "
-        "its connector's series (vLLM NIXL on the decode side, SGLang PD mode).",
+        "its connector's series (vLLM NIXL or Mooncake on the decode side, SGLang PD mode).",
         "MB/s moved, GB/s link speed while transferring, ms per transfer, failures/s",
         "link speed near the interconnect's (NVLink / RDMA, tens of GB/s); a same-host pair at PCIe-like "
         "speed means the transfer is not using NVLink; failures 0",
         ("kv_transfer_bytes", "kv_transfer_time", "kv_transfers", "kv_transfer_failures", "kv_transfer_gb_s",
          "kv_transfer_latency"),
-        "Δbytes / Δt and Δbytes / Δtransfer seconds over 60 s, mean transfer = Δseconds / Δtransfers; "
-        "or the engine's gauges. Not per request, and summed over TP ranks only as the engine reports them",
+        "Δbytes / Δt and Δbytes / Δtransfer seconds over 60 s, mean transfer = Δseconds / Δtransfers (SGLang "
+        "0.5.23: the _sum and _count of its per-transfer size and latency histograms; vLLM: NIXL or Mooncake); "
+        "or the engine's gauges (older SGLang: its last transfer). Not per request, and summed over TP ranks "
+        "only as the engine reports them",
+    ),
+    "phases": MetricInfo(
+        "Request phases",
+        "How long requests spend in each phase once scheduled: prefill (first scheduled to first token), "
+        "decode (first to last token) and inference (both). Queueing is not in them (see queue time).",
+        "seconds (p50, over the recent window)",
+        "prefill well below decode for chat traffic; a prefill that grows with load while prompts do not is "
+        "prefill starved by decode batches (chunked prefill settings)",
+        ("prefill_time", "decode_time", "inference_time"),
+        _QUANT,
+    ),
+    "scheduling": MetricInfo(
+        "Waiting by reason, sleep, admission",
+        "Why requests wait (capacity: no room in the batch; deferred: held by a transient constraint such as "
+        "the LoRA budget or a KV transfer), whether the engine sleeps (level 1: weights offloaded to CPU; "
+        "level 2: weights discarded) and requests refused by a queue limit.",
+        "requests, sleep level 0-2, refusals/s",
+        "deferred near 0; awake while serving; no refusals (a refusal means --max-num-queued-* was hit)",
+        ("waiting_capacity", "waiting_deferred", "sleep_awake", "sleep_offloaded", "sleep_discarded",
+         "admission_rejections"),
+        "the engine's gauges as exported; refusals: " + _RATE,
+    ),
+    "pd_queues": MetricInfo(
+        "Disaggregated P/D queues",
+        "Requests held between the prefill and decode instances: on the prefill side waiting for the decode "
+        "peer (bootstrap) or sending their KV (inflight); on the decode side preallocating KV (prealloc) or "
+        "receiving it (transfer). Shown only in P/D mode. With priority scheduling the totals (priority=\"\") "
+        "are read, not the per-priority series.",
+        "requests, bootstrap failures/s",
+        "queues short and draining; growing bootstrap or transfer queues mean the peer or the link cannot "
+        "keep up; bootstrap failures 0",
+        ("pd_bootstrap_queue", "pd_inflight_queue", "pd_prealloc_queue", "pd_transfer_queue",
+         "pd_bootstrap_failures"),
+        "the engine's gauges; failures: " + _RATE,
+    ),
+    "cache_tiers": MetricInfo(
+        "Prompt cache by tier",
+        "Where cached prompt tokens came from: GPU memory, host memory, disk or another instance (vLLM source, "
+        "TensorRT-LLM cache_tier); the share of prefix lookups a KV connector answered; and how full the host "
+        "(second-tier) KV pool is.",
+        "tokens/s per tier, hit fraction, pool fraction",
+        "most hits from the device tier; host and disk hits save prefill at the cost of a copy; a full host "
+        "pool evicts to disk or drops",
+        ("prompt_cached_by_tier", "external_prefix_hits", "external_prefix_queries", "kv_host_usage"),
+        "Δcached tokens per tier / Δt over 60 s; external hit rate = Δhits / Δqueries over 60 s; host pool: "
+        "the engine's gauge",
     ),
     "lora": MetricInfo(
         "LoRA adapters",
@@ -243,6 +292,11 @@ METRICS: dict[str, MetricInfo] = {
         how="NVML compute processes joined with the engines' PIDs and containers",
     ),
 }
+
+
+def _values(allowed: tuple[str, ...]) -> str:
+    """A match's label values; the empty one (a total, or the label absent) shown as ""."""
+    return ",".join(v or '""' for v in allowed)
 
 
 def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = "", simulated: bool = False) -> Text:
@@ -301,13 +355,13 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
         out.append(" | ".join(m.names))
         out.append(f"  [{m.kind}, {m.aggregate} over label series]")
         if m.match:
-            out.append("  only " + ", ".join(f"{k}∈{{{','.join(v)}}}" for k, v in m.match.items()))
+            out.append("  only " + ", ".join(f"{k}∈{{{_values(v)}}}" for k, v in m.match.items()))
         if m.scale != 1.0:
             out.append(f"  ×{m.scale:g}")
         for part in m.plus:
             out.append("  + " + " | ".join(part.names))
             if part.match:
-                out.append(" only " + ", ".join(f"{k}∈{{{','.join(v)}}}" for k, v in part.match.items()))
+                out.append(" only " + ", ".join(f"{k}∈{{{_values(v)}}}" for k, v in part.match.items()))
         out.append("\n")
         if m.unit:
             out.append(f"    raw unit: {m.unit}\n", style="dim")
@@ -321,6 +375,16 @@ def explain(metric: str, profile: EngineProfile | None, *, engine_name: str = ""
                 f"end, so the rate shown is over 60 s, marked {fmt.AT_FINISH_MARK}\n",
                 style=fmt.WARN,
             )
+        if m.precision:
+            step = 10 ** (7 - m.precision)
+            out.append(
+                f"    printed with {m.precision} significant digits: past {10**m.precision - 1:,} the counter moves in "
+                f"steps (of {step:g} from 1e7), so a 5 s rate is coarse; from then on the rate shown is over 60 s "
+                "and marked approximate\n",
+                style=fmt.WARN,
+            )
+        if m.by_label:
+            out.append(f"    broken down by its label {m.by_label}\n", style="dim")
     if not shown and metric != "prefix_hit_rate":
         out.append("  this engine's profile maps no raw metric for it: shown as n/a, never 0\n", style=fmt.WARN)
         tpot = profile.metrics.map.get("tpot")

@@ -61,12 +61,13 @@ def count(v: float | None) -> Text:
 AT_FINISH_MARK = "*"
 
 
-def tps(v: float | None, *, at_finish: bool = False) -> Text:
-    """Tokens per second; ``at_finish``: the 60 s rate of a counter counted when requests end, marked."""
+def tps(v: float | None, *, at_finish: bool = False, approximate: bool = False) -> Text:
+    """Tokens per second; ``at_finish``: the 60 s rate of a counter counted when requests end, marked;
+    ``approximate``: the 60 s rate of a counter printed with few significant digits, marked '~'."""
     if is_missing(v):
         return na()
     assert v is not None
-    return Text(f"{si(v)} t/s" + (AT_FINISH_MARK if at_finish else ""))
+    return Text(("~" if approximate else "") + f"{si(v)} t/s" + (AT_FINISH_MARK if at_finish else ""))
 
 
 # Marks an energy figure that is an estimate (a shared GPU, MIG, no process visible): explain says why.

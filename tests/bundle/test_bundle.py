@@ -111,7 +111,7 @@ def test_every_part_is_there_and_the_manifest_hashes_match(tmp_path: Path, engin
     assert len(readme) < 65_536
     for heading in ("### Your current environment", "### 🐛 Describe the bug", "### Reproduction", "### Logs"):
         assert heading in readme
-    assert all(i.name in readme for i in instances) and "0.11.0" in readme  # the vLLM simulator's version
+    assert all(i.name in readme for i in instances) and "0.34.0" in readme  # the vLLM simulator's version
 
 
 def test_without_a_recording_the_given_snapshot_replays(tmp_path: Path, engines: list[SimProc]) -> None:

@@ -16,7 +16,7 @@ async def test_models_and_identity_shapes() -> None:
             assert models["object"] == "list"
             assert (card["id"], card["root"], card["owned_by"]) == ("m-v", "m-v", "vllm")
             assert card["max_model_len"] > 0
-            assert await (await s.get(f"{v.url}/version")).json() == {"version": "0.11.0"}
+            assert await (await s.get(f"{v.url}/version")).json() == {"version": "0.34.0"}
         async with sim("vllm", metrics_version="legacy") as v:
             assert (await (await s.get(f"{v.url}/version")).json())["version"] == "0.9.1"
         async with sim("sglang", model="m-s") as g:

@@ -41,7 +41,13 @@ async def test_without_the_modes_there_is_no_panel(engine: str) -> None:
     assert total.spec is None and total.kv_transfer is None and total.lora is None
     doc = model_doc(total)
     assert doc["spec_decode"] is None and doc["kv_transfer"] is None and doc["lora"] is None
-    assert not any(n in text for n in ("spec_", "nixl", "kv_transfer", "lora"))
+    assert not any(n in text for n in ("nixl", "kv_transfer", "lora"))
+    if engine == "sglang":  # SGLang 0.5.23 sets its spec gauges on every log: 0 with it off
+        fams = parse_metrics(text)
+        assert sample_value(fams, "sglang:spec_accept_length") == 0.0
+        assert sample_value(fams, "sglang:spec_accept_rate") == 0.0
+    else:
+        assert "spec_" not in text
 
 
 async def test_vllm_spec_decode_pd_and_lora_series_and_what_the_console_makes_of_them() -> None:
@@ -112,6 +118,37 @@ async def test_sglang_spec_pd_and_lora_gauges() -> None:
     assert total.kv_transfer.latency_s is not None and total.kv_transfer.latency_s < 0.1
     assert total.lora is not None and total.lora.slots_total == 3.0 and total.lora.slots_used == 0.0
     assert "sglang:num_transfer_failed_reqs_total" in text
+
+
+async def test_sglang_newest_shapes_by_default_and_older_ones_on_request() -> None:
+    """0.5.23: P/D transfer histograms, TPOT histogram, priority-labelled queue gauges; legacy: gauges."""
+    profile = get_profile("sglang")
+    async with sim("sglang", pd_decode=True, priority_levels=2) as one, aiohttp.ClientSession() as s:
+        st = EngineMetricsState(profile)
+        st.ingest(0.0, normalize(profile, await _scrape(s, one.url)))
+        replies = await asyncio.gather(*(chat(s, one.url, f"prompt {i} " * 30, max_tokens=8) for i in range(4)))
+        assert all(status == 200 for status, _ in replies)
+        text = await _scrape(s, one.url)
+        st.ingest(5.0, normalize(profile, text))
+    fams = parse_metrics(text)  # prometheus_client's own parser
+    assert fams["sglang:kv_transfer_latency_ms"].type == "histogram"
+    assert fams["sglang:kv_transfer_total_mb"].type == "histogram"
+    assert fams["sglang:request_time_per_output_token_seconds"].type == "histogram"
+    running = {s.labels["priority"]: s.value for s in fams["sglang:num_running_reqs"].samples}
+    assert set(running) == {"", "0", "1"} and running[""] == running["0"] + running["1"]
+    _, total = st.metrics()
+    kv = total.kv_transfer
+    assert kv is not None and kv.latency_s is not None and kv.link_gb_s is not None
+    assert kv.link_gb_s == pytest.approx(LINK_GB_S, rel=0.5)  # the fixed post cost slows small pulls
+    assert total.tpot.count == 4
+    assert total.pd_queues is not None and total.pd_queues.prealloc == 0.0
+    assert total.spec is None
+    async with sim("sglang", pd_decode=True, metrics_version="legacy") as one, aiohttp.ClientSession() as s:
+        assert (await chat(s, one.url, "a prompt " * 30, max_tokens=8))[0] == 200
+        legacy = parse_metrics(await _scrape(s, one.url))
+    assert legacy["sglang:kv_transfer_latency_ms"].type == "gauge"
+    assert "sglang:request_time_per_output_token_seconds" not in legacy
+    assert "sglang:spec_accept_length" not in legacy
 
 
 def test_lora_adapters_wait_only_when_the_slots_are_full() -> None:

@@ -233,8 +233,8 @@ def test_garbage_gives_an_empty_reading_with_errors_not_an_exception(
 
 def test_full_false_parses_only_mapped_families(vllm: EngineProfile) -> None:
     # A family no mapping reads (the payload's own lora_requests_info now feeds the LoRA gauges).
-    text = _vllm_dp_payload() + ('# TYPE vllm:engine_sleep_state gauge\n'
-                                 'vllm:engine_sleep_state{engine="0",sleep_state="awake"} 1.0\n')
+    text = _vllm_dp_payload() + ('# TYPE vllm:mm_cache_queries counter\n'
+                                 'vllm:mm_cache_queries_total{engine="0"} 1.0\n')
     fast, full = normalize(vllm, text, full=False), normalize(vllm, text)
     assert fast.models == full.models
     assert fast.unmapped == ()

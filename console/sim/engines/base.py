@@ -53,6 +53,9 @@ class SimOptions:
     pd_decode: bool = False  # the decode instance of disaggregated P/D: pulls each prompt's KV
     pd_fail_every: int = 0  # every Nth KV transfer fails (0: none)
     max_lora: int = 0  # LoRA with this many adapter slots (0: off)
+    # SGLang only: --enable-priority-scheduling with this many priority values (0: off): every
+    # scheduler series gets priority="", the queue gauges one more series per priority.
+    priority_levels: int = 0
 
 
 @dataclass

@@ -6,9 +6,14 @@ transfer) and LoRA, with the real engines' metric names, types and labels:
   NIXL connector ``vllm:nixl_xfer_time_seconds`` and ``vllm:nixl_bytes_transferred`` histograms and
   ``vllm:nixl_num_failed_transfers_total`` (nixl_connector.py); ``vllm:lora_requests_info{max_lora,
   running_lora_adapters, waiting_lora_adapters}`` whose value is a timestamp (no model label).
-* SGLang: gauges ``sglang:spec_accept_rate`` / ``spec_accept_length``, ``kv_transfer_speed_gb_s`` /
-  ``kv_transfer_latency_ms``, counter ``num_transfer_failed_reqs_total``, gauges
-  ``lora_pool_slots_used`` / ``_total``.
+* SGLang 0.5.23 (sglang/srt/observability/metrics_collector.py): gauges ``sglang:spec_accept_rate`` /
+  ``spec_accept_length`` set on every log (0 with speculative decoding off); P/D transfers as
+  histograms ``kv_transfer_latency_ms``, ``kv_transfer_total_mb`` (MiB) and ``kv_transfer_speed_gb_s``
+  (GiB/s), one observation per transfer; the decode side's ``num_decode_prealloc_queue_reqs`` /
+  ``num_decode_transfer_queue_reqs`` gauges; counters ``num_transfer_failed_reqs_total`` and
+  ``num_bootstrap_failed_reqs_total``; gauges ``lora_pool_slots_used`` / ``_total``. With
+  ``legacy`` (SGLang before the histograms, e.g. 0.5.4): the transfer figures are gauges of the last
+  transfer under the same names, and the spec gauges exist only with speculative decoding on.
 
 Nothing random. Spec decode with K draft tokens and per-position acceptance P: position i is accepted
 with probability P**i, so a verification step emits 1 + Σ P**i tokens on average; the counters are
@@ -29,6 +34,10 @@ KV_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads, hea
 LINK_GB_S = 22.0  # an NVLink-less same-host transfer, as reported in vLLM #34054's range
 NIXL_TIME_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
 NIXL_BYTES_BUCKETS = [2.0**k for k in range(16, 34, 2)]
+# SGLang 0.5.23's buckets (SchedulerMetricsCollector).
+SGLANG_LATENCY_MS_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000]
+SGLANG_TOTAL_MB_BUCKETS = [1, 5, 10, 50, 100, 500, 1000, 5000, 10000]
+SGLANG_SPEED_BUCKETS = [0.1, 0.5, 1, 5, 10, 25, 50, 100, 200, 400]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +88,10 @@ class KvTransferLog:
         self.fail_every = fail_every  # every Nth pull fails (0: none)
         self.last_gb_s = 0.0
         self.last_latency_ms = 0.0
+        # SGLang's per-transfer histograms (its units: ms, MiB, GiB/s).
+        self.latency_ms = Histogram(SGLANG_LATENCY_MS_BUCKETS)
+        self.total_mb = Histogram(SGLANG_TOTAL_MB_BUCKETS)
+        self.speed_gib_s = Histogram(SGLANG_SPEED_BUCKETS)
 
     def pull(self, prompt_tokens: int) -> None:
         self.pulls += 1
@@ -91,6 +104,9 @@ class KvTransferLog:
         self.bytes.observe(size)
         self.last_gb_s = size / took / 1e9
         self.last_latency_ms = took * 1000.0
+        self.latency_ms.observe(took * 1000.0)
+        self.total_mb.observe(size / (1024 * 1024))
+        self.speed_gib_s.observe(size / (1024**3) / took)
 
 
 def lora_adapters(max_lora: int, running: int, waiting: int) -> tuple[list[str], list[str]]:
@@ -137,17 +153,20 @@ def vllm_families(labels: Labels, created: float, *, spec: SpecMode | None, gene
 
 
 def sglang_families(labels: Labels, created: float, *, spec: SpecMode | None, kv: KvTransferLog | None,
-                    max_lora: int, running: int) -> list[Family]:  # fmt: skip
+                    max_lora: int, running: int, legacy: bool = False) -> list[Family]:  # fmt: skip
+    """The decode side's P/D queue gauges read 0: the simulator pulls a prompt's KV at once (and, as
+    SGLang, has no per-priority series of a queue no request has been in)."""
     fams: list[Family] = []
-    if spec is not None:
-        c = spec_counts(spec, 10_000)
+    if spec is not None or not legacy:
+        c = spec_counts(spec, 10_000) if spec is not None else None
+        rate = c.accepted / c.draft_tokens if c is not None and c.draft_tokens else 0.0
         fams += [
-            Family("sglang:spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.",
-                   values=[(labels, c.accepted / c.draft_tokens if c.draft_tokens else 0.0)]),
-            Family("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
-                   values=[(labels, spec.per_step())]),
+            Family("sglang:spec_accept_rate", "gauge", "Speculative acceptance rate (`accepted drafts / proposed "
+                   "drafts` in batch).", values=[(labels, rate)]),
+            Family("sglang:spec_accept_length", "gauge", "Mean acceptance length of speculative decoding (accepted "
+                   "drafts + bonus token per forward).", values=[(labels, spec.per_step() if spec else 0.0)]),
         ]  # fmt: skip
-    if kv is not None:
+    if kv is not None and legacy:
         fams += [
             Family("sglang:kv_transfer_speed_gb_s", "gauge", "The transfer speed of the KV cache in GB/s.",
                    values=[(labels, kv.last_gb_s)]),
@@ -155,6 +174,23 @@ def sglang_families(labels: Labels, created: float, *, spec: SpecMode | None, kv
                    values=[(labels, kv.last_latency_ms)]),
             Family("sglang:num_transfer_failed_reqs", "counter", "The number of transfer failed requests.",
                    values=[(labels, float(kv.failed))], created=created),
+        ]  # fmt: skip
+    elif kv is not None:
+        fams += [
+            Family("sglang:kv_transfer_speed_gb_s", "histogram", "Histogram of KV cache transfer speed in GB/s.",
+                   hists=[(labels, kv.speed_gib_s)], created=created),
+            Family("sglang:kv_transfer_latency_ms", "histogram", "Histogram of KV cache transfer latency in ms.",
+                   hists=[(labels, kv.latency_ms)], created=created),
+            Family("sglang:kv_transfer_total_mb", "histogram", "Histogram of KV cache transfer size in MB.",
+                   hists=[(labels, kv.total_mb)], created=created),
+            Family("sglang:num_transfer_failed_reqs", "counter", "The number of transfer failed requests.",
+                   values=[(labels, float(kv.failed))], created=created),
+            Family("sglang:num_bootstrap_failed_reqs", "counter", "The number of bootstrap failed requests.",
+                   values=[(labels, 0.0)], created=created),
+            Family("sglang:num_decode_prealloc_queue_reqs", "gauge", "The number of requests in the decode "
+                   "prealloc queue.", values=[(labels, 0.0)]),
+            Family("sglang:num_decode_transfer_queue_reqs", "gauge", "The number of requests in the decode "
+                   "transfer queue.", values=[(labels, 0.0)]),
         ]  # fmt: skip
     if max_lora:
         used = min(running, max_lora)

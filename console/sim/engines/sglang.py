@@ -14,11 +14,19 @@ Ground-truth counters (``/_sim/state``):
 - preemptions = sglang:num_retracted_requests_total; requests_finished = sglang:num_requests_total
   (which counts every finished request, aborted ones too, like SGLang) minus aborts;
   requests_failed = sglang:num_aborted_requests_total plus injected HTTP 500s.
+
+Shapes: SGLang 0.5.23 by default (sglang/srt/observability/metrics_collector.py): the per-request
+TPOT histogram ``sglang:request_time_per_output_token_seconds``, spec gauges at 0 with speculative
+decoding off, P/D transfers as histograms (features.py). ``metrics_version = "legacy"``: 0.5.4's
+(no TPOT histogram, P/D gauges, spec gauges only with it on). ``priority_levels``: priority
+scheduling, each request's priority its id's CRC modulo the levels; the tokenizer's counters and
+histograms carry the default priority "0" (the simulator keeps no per-priority totals).
 """
 
 from __future__ import annotations
 
 import time
+import zlib
 from typing import Any
 
 from aiohttp import web
@@ -41,7 +49,7 @@ class SglangFlavour(Flavour):
     name = "sglang"
     metrics_mount = "asgi"
     metrics_multiprocess = True
-    version = "0.5.4"
+    version = "0.5.23"
     loading = "refuse-then-503"
     checks_model = True
     supports_continuous_usage = True
@@ -51,9 +59,13 @@ class SglangFlavour(Flavour):
 
     def __init__(self, opts: SimOptions) -> None:
         super().__init__(opts)
+        self.legacy = opts.metrics_version == "legacy"
+        if self.legacy:
+            self.version = "0.5.4"
         self.h = {
             "ttft": Histogram(TTFT_BUCKETS),
             "itl": Histogram(ITL_BUCKETS),
+            "tpot": Histogram(ITL_BUCKETS),
             "e2e": Histogram(E2E_BUCKETS),
             "queue": Histogram(QUEUE_BUCKETS),
         }
@@ -81,6 +93,8 @@ class SglangFlavour(Flavour):
         super().on_finish(req, t)
         if req.first_token is not None:
             self.h["e2e"].observe(t - req.arrival)
+            if req.generated > 1:  # (finished - first token) / (completion tokens - 1), as SGLang
+                self.h["tpot"].observe((t - req.first_token) / (req.generated - 1))
 
     def on_preempt(self, req: Request, now: float) -> None:
         super().on_preempt(req, now)
@@ -105,8 +119,21 @@ class SglangFlavour(Flavour):
         return self.truth(prompt=c.prompt_at_finish, generation=c.gen_at_finish, cached=c.cached_at_finish)
 
     def sched_labels(self) -> Labels:
+        prio: Labels = (("priority", ""),) if self.opts.priority_levels else ()
         return (("engine_type", "unified"), ("model_name", self.model), ("moe_ep_rank", "0"), ("pp_rank", "0"),
-                ("tp_rank", "0"))
+                *prio, ("tp_rank", "0"))
+
+    def _queue_gauge(self, name: str, help_: str, reqs: list[Request], labels: Labels) -> Family:
+        """A queue gauge: the total, plus one series per priority with priority scheduling."""
+        values: list[tuple[Labels, float]] = [(labels, float(len(reqs)))]
+        levels = self.opts.priority_levels
+        if levels:
+            counts = [0] * levels
+            for r in reqs:
+                counts[zlib.crc32(r.id.encode()) % levels] += 1
+            base = tuple(kv for kv in labels if kv[0] != "priority")
+            values += [((*base, ("priority", str(p))), float(n)) for p, n in enumerate(counts)]
+        return Family(name, "gauge", help_, values=values)
 
     def gen_throughput(self) -> float:
         s = self.last_step
@@ -116,6 +143,8 @@ class SglangFlavour(Flavour):
 
     def metrics_families(self) -> list[Family]:
         L = self.labels()
+        if self.opts.priority_levels:
+            L = (*L, ("priority", "0"))
         S = self.sched_labels()
         s = self.scheduler
         c = self.c
@@ -133,13 +162,14 @@ class SglangFlavour(Flavour):
             hist("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", h["itl"], L, 0),
             hist("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
                  h["e2e"], L, 0),
-            gauge("sglang:num_running_reqs", "The number of running requests.", len(s.running), S),
+            self._queue_gauge("sglang:num_running_reqs", "The number of running requests.", list(s.running), S),
             gauge("sglang:num_used_tokens", "The number of used tokens.", s.pool.num_used * bs, S),
             gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.",
                   max_tokens, S),
             gauge("sglang:token_usage", "The token usage.", s.kv_usage, S),
             gauge("sglang:gen_throughput", "The generation throughput (token/s).", self.gen_throughput(), S),
-            gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", len(s.waiting), S),
+            self._queue_gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
+                              list(s.waiting), S),
             gauge("sglang:num_grammar_queue_reqs", "The number of requests in the grammar waiting queue.", 0, S),
             gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", self.last_hit_rate, S),
             gauge("sglang:num_retracted_reqs", "The number of retracted requests.", self.retracted_now, S),
@@ -150,8 +180,11 @@ class SglangFlavour(Flavour):
                    "interval).", values=[((*S, ("mode", m)), float(v)) for m, v in self.realtime.items()]),
             hist("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", h["queue"], S, 0),
         ]
+        if not self.legacy:
+            fams.append(hist("sglang:request_time_per_output_token_seconds", "Per-request TPOT in seconds: "
+                             "(finished_time - first_token_time) / (completion_tokens - 1).", h["tpot"], L, 0))
         fams += features.sglang_families(S, 0, spec=self.spec, kv=self.kv_log, max_lora=self.opts.max_lora,
-                                         running=len(s.running))
+                                         running=len(s.running), legacy=self.legacy)
         return fams
 
     def metrics_groups(self) -> Groups:

@@ -48,7 +48,7 @@ ITERATION_TOKEN_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 81
 class VllmFlavour(Flavour):
     name = "vllm"
     metrics_mount = "plain"
-    version = "0.11.0"
+    version = "0.34.0"
     checks_model = True
     supports_continuous_usage = True
     eos_visible = False
@@ -156,6 +156,23 @@ class VllmFlavour(Flavour):
         if not self.legacy:
             fams.append(counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
                                 c.cached_at_first_token, L, t0))
+            # 0.34.0 (vllm/v1/metrics/loggers.py): waiting by reason (the simulator defers nothing), the
+            # sleep state (never asleep) and cached tokens by the tier that held them (all on the device;
+            # every source's series exists from the start).
+            fams.append(Family("vllm:num_requests_waiting_by_reason", "gauge",
+                               "Number of waiting requests by reason. Sum of all reasons equals "
+                               "vllm:num_requests_waiting.",
+                               values=[((*L, ("reason", "capacity")), float(len(s.waiting))),
+                                       ((*L, ("reason", "deferred")), 0.0)]))  # fmt: skip
+            fams.append(Family("vllm:engine_sleep_state", "gauge", "Engine sleep state; awake = 0 means engine is "
+                               "sleeping; awake = 1 means engine is awake.",
+                               values=[((*L, ("sleep_state", st)), 1.0 if st == "awake" else 0.0)
+                                       for st in ("awake", "weights_offloaded", "discard_all")]))  # fmt: skip
+            fams.append(Family("vllm:prompt_tokens_cached_by_source", "counter",
+                               "Prefix-cache hit tokens by the cache tier that supplied them.",
+                               values=[((*L, ("source", src)), float(c.cached_at_first_token if src == "device" else 0))
+                                       for src in ("device", "host", "disk", "p2p", "external_unspecified")],
+                               created=t0))  # fmt: skip
         fams.append(
             Family(
                 "vllm:request_success",
