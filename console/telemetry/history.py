@@ -170,12 +170,11 @@ class Buckets:
         included."""
         order = list(range(self._start, self._n)) + list(range(0, self._start))
         out = [(self._t[i], self._lo[i], self._hi[i], self._mean[i]) for i in order if since <= self._t[i] < until]
-        if self.cur_n or self.cur != -math.inf:
-            if since <= self.cur < until:
-                mean = self.cur_sum / self.cur_n if self.cur_n else NAN
-                if self.cur_n and not math.isfinite(mean):
-                    mean = self.cur_lo / 2 + self.cur_hi / 2
-                out.append((self.cur, self.cur_lo, self.cur_hi, mean))
+        if self.cur != -math.inf and since <= self.cur < until:
+            mean = self.cur_sum / self.cur_n if self.cur_n else NAN
+            if self.cur_n and not math.isfinite(mean):
+                mean = self.cur_lo / 2 + self.cur_hi / 2
+            out.append((self.cur, self.cur_lo, self.cur_hi, mean))
         return out
 
     def oldest(self) -> float | None:
@@ -286,7 +285,7 @@ class History:
             pts = ring.points()
             first = pts[0][0] if pts else math.inf
             rows: list[Row] = []
-            if first > since and len(pts) == ring.capacity or not pts:
+            if (first > since and len(pts) == ring.capacity) or not pts:
                 rows = self._buckets[key].rows(since, min(first, end + BUCKET_S))
                 # The last bucket may overlap the ring's first point: that span is the ring's.
                 rows = [r for r in rows if r[0] + BUCKET_S <= first] if pts else rows
