@@ -541,7 +541,8 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
 
         await self.push_screen(HelpScreen(self.registry, read_only=self.options.read_only,
                                           reason=self.options.read_only_reason,
-                                          hidden_groups=() if self.replay else (REPLAY_GROUP,)))
+                                          hidden_groups=() if self.replay else (REPLAY_GROUP,),
+                                          screen=getattr(self.screen, "deck_name", "")))
 
 
 def _write_first_frame(path: str) -> None:

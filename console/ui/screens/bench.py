@@ -58,6 +58,11 @@ class BenchScreen(DeckScreen):
     BenchScreen #bench-notes { height: auto; max-height: 6; padding: 0 1; }
     """
 
+    def compare_pair(self) -> tuple[str, str] | None:
+        """The bench's first two engines (c compares their charts)."""
+        names = [n.strip() for n in self.query_one("#bench-engines", Input).value.split(",") if n.strip()]
+        return (names[0], names[1]) if len(names) >= 2 else None
+
     def __init__(self, app: DeckHost) -> None:
         super().__init__()
         self.doc: dict[str, Any] | None = None

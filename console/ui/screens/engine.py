@@ -37,7 +37,7 @@ from console.ui.widgets.plot import (
     Series,
     Unit,
 )
-from console.ui.widgets.timechart import TimeChart
+from console.ui.widgets.timechart import TimeChart, fit_grid_rows
 
 TABS = ("charts", "raw", "identity", "logs")
 # Raw metrics columns: value and kind fixed, the series takes the rest (cell padding and the
@@ -46,8 +46,7 @@ RAW_VALUE_W = 14
 RAW_KIND_W = 10
 RAW_FIXED = RAW_VALUE_W + RAW_KIND_W + 3 * 2 + 2
 RAW_SERIES_MIN = 20
-LOG_LINES = 500
-CHART_MIN_H = 6  # a chart's lowest height: title, 4 plot rows (3 y labels), time axis  # shown in the Logs tab (lines are capped at 400 characters)
+LOG_LINES = 500  # shown in the Logs tab (lines are capped at 400 characters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,20 +229,10 @@ class EngineScreen(DeckScreen):
         self.call_after_refresh(self._fit_chart_rows)
 
     def _fit_chart_rows(self) -> None:
-        """Chart rows share the height the tab gives them (growing with the terminal), and are never
-        lower than CHART_MIN_H: below that, the charts scroll."""
         found = self.query("#chart-grid")
-        if not found:
-            return
-        grid = found.first(Grid)
-        per_row = grid.styles.grid_size_columns or 2
-        shown = sum(1 for c in self.query(TimeChart) if c.display)
-        rows = max(1, -(-shown // per_row))
-        avail = self.query_one("#chart-scroll", VerticalScroll).size.height or (self.app.size.height - 8)
-        height = max(CHART_MIN_H, avail // rows)
-        if grid.styles.grid_rows != (height,) or grid.styles.height is None or grid.styles.height.value != height * rows:
-            grid.styles.grid_rows = str(height)
-            grid.styles.height = height * rows
+        if found:
+            shown = sum(1 for c in self.query(TimeChart) if c.display)
+            fit_grid_rows(found.first(Grid), self.query_one("#chart-scroll", VerticalScroll), shown)
 
     def _fit_raw_columns(self) -> None:
         """The series column takes the width the value and kind leave (no sideways scrolling); a

@@ -251,6 +251,12 @@ class PlaygroundScreen(DeckScreen):
         self._draw_engine_line()
         self.notify(f"active engine: {self.current.name} (conversation kept)")
 
+    def compare_pair(self) -> tuple[str, str] | None:
+        """The split view's two engines (A/B compare of their charts); outside it, the current and the next."""
+        if len(self.engines) < 2:
+            return None
+        return (self.current.name, self.other.name)
+
     def toggle_split(self) -> None:
         if len(self.engines) < 2:
             self.notify("split view needs two engines", severity="warning")

@@ -8,12 +8,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.containers import Grid, VerticalScroll
 from textual.widget import Widget
 
 from console.ui.widgets.plot import DEFAULT_WINDOW, Series, Unit, draw, label, sparkline, window_label
 
 SPARK_TERMINAL_W = 60  # at or below this terminal width, charts are sparklines
 SPARK_CHART_W = 30
+CHART_MIN_H = 6  # a chart's lowest height in a grid: title, 4 plot rows (3 y labels), time axis
+
+
+def fit_grid_rows(grid: Grid, scroll: VerticalScroll, shown: int) -> None:
+    """Size ``grid``'s rows so its ``shown`` charts share the height ``scroll`` gives them (they grow
+    with the terminal), never lower than CHART_MIN_H: below that, they scroll."""
+    per_row = grid.styles.grid_size_columns or 2
+    rows = max(1, -(-shown // per_row))
+    avail = scroll.size.height or (grid.app.size.height - 8)
+    # Called on mount, resize and when a chart appears: rare enough to set without comparing.
+    if avail // rows >= CHART_MIN_H:  # the rows share all of it (no blank band below them)
+        grid.styles.grid_rows = "1fr"
+        grid.styles.height = avail
+    else:
+        grid.styles.grid_rows = str(CHART_MIN_H)
+        grid.styles.height = CHART_MIN_H * rows
 
 
 class TimeChart(Widget):
@@ -55,7 +72,12 @@ class TimeChart(Widget):
         d = draw(self.title, self._series, self.unit, end=self._end, window=self._window, width=width,
                  height=height, top=self._top, use_max=self.use_max)
         head = Text(d.title, style="bold")
-        for text, style in d.legend:
+        legend = d.legend
+        if len(d.title) + sum(len(t) for t, _ in legend) > width and len(self._series) > 1:
+            # Too long with the names: glyphs and values only (the screen's header names the glyphs).
+            legend = [(t, st) if st else (t.removeprefix(s.name + " "), st)
+                      for (t, st), s in zip(legend, [x for x in self._series for _ in (0, 1)], strict=False)]
+        for text, style in legend:
             head.append(text, style=style)
         head.truncate(width, overflow="ellipsis")
         out = Text(no_wrap=True)
