@@ -304,7 +304,7 @@ def _screen(app: DeckHost, target: str | None) -> BenchScreen:
 
 ACTIONS: tuple[Action, ...] = (
     Action("bench", "B,5", "Bench: A/B benchmark in its own process", "Navigate",
-           lambda app: app.show_screen("bench"), footer=False),
+           lambda app: app.show_screen("bench"), footer=False, short="bench", footer_screens=("overview",)),
     # Plain letters besides the F-keys (lost over SSH, tmux, laptops); F-keys also work in the form.
     Action("bench_form", "i", "Bench: edit the form (tab moves between fields, esc leaves)", "Bench",
            _on_bench(lambda s: s.focus_form()), screens=("bench",), short="edit", text_box="outside",

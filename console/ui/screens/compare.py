@@ -150,9 +150,9 @@ async def open_compare(app: DeckHost) -> None:
 
 ACTIONS: Sequence[Action] = (
     Action("compare", "c", "Compare A/B: two engines' charts overlaid (m marks the first)", "Navigate", open_compare,
-           screens=("overview", "bench"), short="compare"),
+           screens=("overview", "bench"), short="A/B"),
     Action("pg_compare", "A", "Compare A/B: the split view's two engines on one chart each", "Playground",
-           open_compare, screens=("playground",), short="A/B"),
+           open_compare, screens=("playground",), short="A/B", footer=False),
 )
 
 register_screen(ScreenSpec("compare", "Compare A/B", _screen, tuple(ACTIONS)))

@@ -548,9 +548,9 @@ async def _open(app: DeckHost) -> None:
 
 ACTIONS: Sequence[Action] = (
     Action("open", "enter", "Open engine detail (charts, raw metrics, identity)", "Overview", _open,
-           screens=("overview",), footer=True, key_display="⏎", short="detail"),
+           screens=("overview",), footer=True, key_display="⏎", short="open"),
     Action("sort", "s", "Sort by next column", "Overview", _on_overview(lambda s: s.cycle_sort()),
-           screens=("overview",), short="sort"),
+           screens=("overview",), short="sort", footer_rank=1),
     Action("sort_reverse", "S", "Reverse sort order", "Overview", _on_overview(lambda s: s.cycle_sort(True)),
            screens=("overview",), footer=False),
     Action("mark", "m", "Mark the engine for an A/B compare (c compares it with the one under the cursor)",

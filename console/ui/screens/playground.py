@@ -427,7 +427,7 @@ def _screen(app: DeckHost, target: str | None) -> PlaygroundScreen:
 SCREENS = ("playground",)
 ACTIONS: tuple[Action, ...] = (
     Action("playground", "P,4", "Playground: stream a prompt, timings, A/B split", "Navigate",
-           lambda app: app.show_screen("playground"), footer=False),
+           lambda app: app.show_screen("playground"), footer=False, short="play", footer_screens=("overview",)),
     # Every F-key has a plain letter too (F-keys get lost over SSH, tmux and laptop keyboards); the
     # letters work outside the prompt, the F-keys also inside it.
     Action("pg_prompt", "i", "Playground: type a prompt (Enter sends, esc leaves the box)", "Playground",
