@@ -238,10 +238,12 @@ def draw(title: str, series: Sequence[Series], unit: Unit, *, end: float, window
     scale in stored units (a power limit), over the unit's own. ``use_max``: two-series lines follow
     each column's max (latency: a bad moment is not averaged away), else its mean."""
     plot_h = max(1, height - 2)
-    # The y labels first (their width sets the plot's), from the whole window's data.
-    probe = [columns(s.rows, end, window, max(8, width - 10)) for s in series]
-    finite = [c for cols in probe for c in cols if c is not None]
-    top_stored = max((c[1] for c in finite), default=0.0)
+    # The y labels first (their width sets the plot's), from the window's data.
+    since = end - window
+    lows = [clamp(r[1]) for s in series for r in s.rows if r[0] >= since and r[1] == r[1]]
+    highs = [clamp(r[2]) for s in series for r in s.rows if r[0] >= since and r[2] == r[2]]
+    finite = bool(highs)
+    top_stored = max(highs, default=0.0)
     suffix, factor = _display_unit(unit, top if top is not None else top_stored)
     if unit.lo is not None and unit.hi is not None:
         hi = top * factor if top is not None else unit.hi
@@ -251,7 +253,7 @@ def draw(title: str, series: Sequence[Series], unit: Unit, *, end: float, window
         fixed = clamp(top * factor)
         scale = Scale(0.0, fixed, (0.0, fixed / 2, fixed), fixed / 2)
     elif finite:
-        scale = nice_scale(clamp(min(c[0] for c in finite) * factor), clamp(top_stored * factor))
+        scale = nice_scale(clamp(min(lows) * factor), clamp(top_stored * factor))
     else:
         scale = nice_scale(0.0, 1.0)
     ticks = scale.ticks if plot_h >= 3 else (scale.lo, scale.hi)
@@ -326,7 +328,7 @@ def draw(title: str, series: Sequence[Series], unit: Unit, *, end: float, window
         seen = any(r[1] == r[1] for r in series[0].rows)
         legend.append((f"  now {label(now, unit) if now is not None else ('--' if seen else 'n/a')}", ""))
         if finite:
-            legend.append((f"  max {label(max(c[1] for c in finite), unit)}", "dim"))
+            legend.append((f"  max {label(top_stored, unit)}", "dim"))
         if not series[0].rows:
             legend.append(("  (no history yet)", "dim"))
     else:
