@@ -30,8 +30,8 @@ def test_memory_is_bounded() -> None:
     for s in range(7200):
         h.append(("e", "running"), float(s), 1.0)
     one = h.memory_bytes()
-    # The ring's points (two float64 each) and an hour of 5 s summaries (four float64 each).
-    assert one == 3600 * 8 * 2 + 720 * 8 * 4
+    # The ring's points (two float64 each) and an hour of 5 s summaries (a float64 time, three float32).
+    assert one == 3600 * 8 * 2 + 720 * (8 + 3 * 4)
     for k in range(20):
         for s in range(7200):
             h.append(("e", f"m{k}"), float(s), 1.0)
@@ -95,3 +95,12 @@ def test_backfill_fills_the_hour_window() -> None:
     h.backfill(("e", "running"), [float(t) for t in range(0, 3000, 10)], [1.0] * 300)
     rows = h.window(("e", "running"), 3099.0, 3600.0)
     assert rows[0][0] == 0.0 and rows[-1] == (3099.0, 5.0, 5.0, 5.0)
+
+
+def test_summaries_of_finite_extremes_read_back_without_error() -> None:
+    """Values past float32's range (the summaries' storage) read back as +-inf, which charts clamp."""
+    h = History(capacity=4)
+    for s, v in enumerate([1e308, -1e308, 1e-308, float(2**63)] * 10):
+        h.append(("e", "running"), float(5 * s), v)
+    rows = h.window(("e", "running"), 195.0, 3600.0)
+    assert len(rows) >= 36 and rows[0][1] == float("inf") and rows[1][1] == float("-inf")

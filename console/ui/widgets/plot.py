@@ -119,8 +119,9 @@ def nice_scale(lo: float, hi: float, *, intervals: int = 2) -> Scale:
     step = nice_step((hi - lo) / intervals)
     if not (step > 0 and math.isfinite(step)):
         return Scale(lo, hi, (lo, hi), hi - lo)
-    nlo = math.floor(lo / step) * step
-    nhi = math.ceil(hi / step) * step
+    # A hair past a step (200.000003 ms: a float32 summary of 0.2 s) does not take the next step.
+    nlo = math.floor(lo / step + 1e-6) * step
+    nhi = math.ceil(hi / step - 1e-6) * step
     if non_negative and nlo < 0:
         nlo = 0.0
     if nhi <= nlo or not math.isfinite(nhi - nlo):
