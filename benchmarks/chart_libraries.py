@@ -2,14 +2,15 @@
 
     python benchmarks/chart_libraries.py [--updates 40] [--size 200x50]
 
-Each candidate draws what the engine detail screen shows at a 1 s refresh: 9 charts, 3 a row (two of
-them with two series, p50 and p99), fed the series of one engine, then updated ``--updates`` times (one new point each, as each refresh adds), each
-update followed by a full Textual refresh (``pilot.pause``). Printed: CPU seconds per refresh (the
-process's own CPU time, ``time.process_time``), for the 5-minute window (300 points a series) and for
-the 1-hour window (the rows ``History.window`` gives: 400 points and 600 summary buckets; the
-libraries get every point of the hour, 3,600, as they have no per-column min/max of their own).
-The libraries are optional: a missing one is reported and skipped (install them in a separate
-directory on PYTHONPATH to measure; they are not dependencies of the console).
+Each candidate draws what the engine detail screen shows at a 1 s refresh: 9 charts, 3 a row
+(two of them with two series, p50 and p99), fed the series of one engine, then updated
+``--updates`` times (one new point each, as each refresh adds), each update followed by a full
+Textual refresh (``pilot.pause``). Printed: CPU seconds per refresh (the process's own CPU time,
+``time.process_time``), for the 5-minute window (300 points a series) and for the 1-hour window
+(the rows ``History.window`` gives: 400 points and the 5 s summaries before them; the libraries
+get every point of the hour, as they have no per-column min/max of their own). The libraries are
+optional: a missing one is reported and skipped (install them in a separate directory on
+PYTHONPATH to measure; they are not dependencies of the console).
 
 At 1 Hz, CPU seconds per refresh is also the share of one core the charts take.
 """

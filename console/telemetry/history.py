@@ -7,8 +7,9 @@ front, so a series costs about 6.4 KB whatever its age.
 
 The wider time windows (15 minutes, an hour) read ``Buckets``: each ``BUCKET_S`` seconds of a
 series kept as its min, max and mean, an hour of them (720 buckets of a float64 time and three
-float32, 14 KB a series when full, grown as the series ages). A chart column at the hour window spans several buckets and takes their min and
-max, so a five-second spike stays visible where a plain average would flatten it.
+float32, 14 KB a series when full, grown as the series ages). A chart column at the hour window
+spans several buckets and takes their min and max, so a five-second spike stays visible where a
+plain average would flatten it.
 """
 
 from __future__ import annotations

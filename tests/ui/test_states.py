@@ -17,8 +17,8 @@ from console.ui import format as fmt
 from console.ui.screens.engine import EngineScreen
 from console.ui.screens.modals import ConfirmScreen
 from console.ui.screens.overview import IDENTITY_COLS
-from console.ui.widgets.timechart import TimeChart
 from console.ui.widgets.row_table import RowTable
+from console.ui.widgets.timechart import TimeChart
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import T0, FrozenSource, frozen_fleet
 from tests.ui.test_app import RecordingControl, _notes
