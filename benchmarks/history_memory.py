@@ -2,9 +2,9 @@
 
 Prints the store's own accounting (ring buffers) and the process RSS growth measured with psutil,
 for a fleet of N engines and G GPUs filled to capacity at 1 s, then filled again (it must not grow).
-The default capacity is the console's (``CHART_POINTS``, what the widest chart draws); ``--seconds
-3600`` gives what an hour of points would cost.
-Usage: python benchmarks/history_memory.py [--engines 8] [--gpus 8] [--seconds 400]
+The ring capacity is the console's (``CHART_POINTS``) unless ``--capacity`` is given; ``--seconds
+3600`` fills an hour, so the hour of 5 s min/max/mean summaries each series also keeps is full.
+Usage: python benchmarks/history_memory.py [--engines 8] [--gpus 8] [--seconds 400] [--capacity N]
 """
 
 from __future__ import annotations
@@ -37,11 +37,12 @@ def main() -> None:
     ap.add_argument("--engines", type=int, default=8)
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--seconds", type=int, default=CHART_POINTS)
+    ap.add_argument("--capacity", type=int, default=CHART_POINTS, help="ring points per series")
     a = ap.parse_args()
     proc = psutil.Process()
     gc.collect()
     rss0 = proc.memory_info().rss
-    h = History(capacity=a.seconds)
+    h = History(capacity=a.capacity)
     start = time.perf_counter()
     fill(h, a.engines, a.gpus, a.seconds, 0.0)
     took = time.perf_counter() - start
@@ -51,9 +52,9 @@ def main() -> None:
     gc.collect()
     rss2 = proc.memory_info().rss
     series = len(h.keys())
-    points = series * a.seconds
+    points = series * a.seconds  # appended (the rings keep --capacity of them, the summaries an hour)
     print(f"series: {series} ({a.engines} engines x {len(ENGINE_SERIES)}, {a.gpus} GPUs x {len(GPU_SERIES)}, "
-          f"host x {len(HOST_SERIES)}), capacity {a.seconds} points each")
+          f"host x {len(HOST_SERIES)}), ring capacity {a.capacity} points each, {a.seconds} s appended")
     print(f"store accounting: {h.memory_bytes() / 2**20:.2f} MiB for {points:,} points "
           f"({h.memory_bytes() / points:.1f} B/point)")
     print(f"RSS growth after {a.seconds} s: {(rss1 - rss0) / 2**20:.2f} MiB; "

@@ -30,9 +30,11 @@ def test_memory_is_bounded() -> None:
     for s in range(7200):
         h.append(("e", "running"), float(s), 1.0)
     one = h.memory_bytes()
-    assert one == 3600 * 8 * 2
+    # The ring's points (two float64 each) and an hour of 5 s summaries (a float64 time, three float32).
+    assert one == 3600 * 8 * 2 + 720 * (8 + 3 * 4)
     for k in range(20):
-        h.append(("e", f"m{k}"), 0.0, 1.0)
+        for s in range(7200):
+            h.append(("e", f"m{k}"), float(s), 1.0)
     assert len(h.keys()) == 10
     assert h.memory_bytes() == 10 * one
 
@@ -65,3 +67,40 @@ def test_values_and_points_match_a_plain_list_at_every_fill_and_wrap() -> None:
                 want = list(model) if last is None else list(model)[len(model) - max(0, min(last, len(model))):]
                 assert ring.points(last) == want, (capacity, i, last)
                 assert ring.values(last) == [v for _, v in want], (capacity, i, last)
+
+
+def test_window_reaches_an_hour_with_min_max_mean() -> None:
+    """Past the ring, the window reads the 5 s summaries: a 5 s spike keeps its max, gaps stay NaN."""
+    h = History(capacity=400)
+    for s in range(3600):
+        v: float | None = 200.0 if 1000 <= s < 1005 else (None if 2000 <= s < 2100 else 70.0)
+        h.append(("e", "ttft_p99"), float(s), v)
+    rows = h.window(("e", "ttft_p99"), 3599.0, 3600.0)
+    assert rows[0][0] == 0.0 and rows[-1][0] == 3599.0
+    assert max(r[2] for r in rows) == 200.0
+    spike = [r for r in rows if r[2] == 200.0]
+    assert [r[0] for r in spike] == [1000.0] and spike[0][1] == 200.0 and spike[0][3] == 200.0
+    gaps = [r for r in rows if r[1] != r[1]]
+    assert [r[0] for r in gaps] == [2000.0 + 5 * k for k in range(20)]
+    # The last 400 s are the ring's own points, one a second.
+    assert [r[0] for r in rows[-400:]] == [float(s) for s in range(3200, 3600)]
+    # A 5-minute window is the ring alone.
+    assert [r[0] for r in h.window(("e", "ttft_p99"), 3599.0, 300.0)] == [float(s) for s in range(3299, 3600)]
+
+
+def test_backfill_fills_the_hour_window() -> None:
+    h = History(capacity=400)
+    for s in range(3000, 3100):
+        h.append(("e", "running"), float(s), 5.0)
+    h.backfill(("e", "running"), [float(t) for t in range(0, 3000, 10)], [1.0] * 300)
+    rows = h.window(("e", "running"), 3099.0, 3600.0)
+    assert rows[0][0] == 0.0 and rows[-1] == (3099.0, 5.0, 5.0, 5.0)
+
+
+def test_summaries_of_finite_extremes_read_back_without_error() -> None:
+    """Values past float32's range (the summaries' storage) read back as +-inf, which charts clamp."""
+    h = History(capacity=4)
+    for s, v in enumerate([1e308, -1e308, 1e-308, float(2**63)] * 10):
+        h.append(("e", "running"), float(5 * s), v)
+    rows = h.window(("e", "running"), 195.0, 3600.0)
+    assert len(rows) >= 36 and rows[0][1] == float("inf") and rows[1][1] == float("-inf")

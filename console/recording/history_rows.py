@@ -58,6 +58,9 @@ def doc_rows(doc: Mapping[str, Any]) -> list[Row]:
         for key, q in (("ttft", m["ttft_s"]), ("itl", m["itl_s"]), ("e2e", m["e2e_s"])):
             add(((name, f"{key}_p50"), t, _f(q["p50"])))
             add(((name, f"{key}_p99"), t, _f(q["p99"])))
+        queue = m.get("queue_time_s")  # absent from recordings made before it was kept
+        add(((name, "queue_p50"), t, _f(queue["p50"]) if queue else None))
+        add(((name, "queue_p99"), t, _f(queue["p99"]) if queue else None))
     for g in doc["gpus"]["devices"]:
         key = f"gpu:{g['index']}"
         add(((key, "util"), t, _f(g["util_percent"])))

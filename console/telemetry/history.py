@@ -1,9 +1,15 @@
-"""Bounded per-metric history: fixed-size ring buffers of (time, value).
+"""Bounded per-metric history: fixed-size ring buffers of (time, value), and per-bucket summaries.
 
-A ring holds ``CHART_POINTS`` by default, what the widest chart draws: points no chart shows would
-only cost memory (an hour at 1 s, 3,600 points, made the rings 5.3 MB of a 64 MB console on four
-engines). Each point is two float64 in ``array('d')`` storage, allocated up front, so a series costs
-about 6.4 KB whatever its age, and the whole store is bounded by ``capacity x series``.
+A ring holds ``CHART_POINTS`` by default, what the widest chart draws at one point a column: points
+no chart shows would only cost memory (an hour at 1 s, 3,600 points, made the rings 5.3 MB of a
+64 MB console on four engines). Each point is two float64 in ``array('d')`` storage, allocated up
+front, so a series costs about 6.4 KB whatever its age.
+
+The wider time windows (15 minutes, an hour) read ``Buckets``: each ``BUCKET_S`` seconds of a
+series kept as its min, max and mean, an hour of them (720 buckets of a float64 time and three
+float32, 14 KB a series when full, grown as the series ages). A chart column at the hour window
+spans several buckets and takes their min and max, so a five-second spike stays visible where a
+plain average would flatten it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ NAN = math.nan
 # The most points a chart draws: one a column, the newest first, at most this many columns wide
 # (console.ui.widgets.chart). Older points are kept, but no chart shows them.
 CHART_POINTS = 400
+# The widest time window a chart offers, and the span of one summary bucket of it.
+WIDEST_WINDOW_S = 3600.0
+BUCKET_S = 5.0
 
 
 class Ring:
@@ -93,6 +102,98 @@ class Ring:
         return self._t.buffer_info()[1] * self._t.itemsize + self._v.buffer_info()[1] * self._v.itemsize
 
 
+class Buckets:
+    """Per ``BUCKET_S`` seconds of a series: (start, min, max, mean) of its finite values, the
+    newest ``capacity`` buckets. A bucket that only saw gaps holds NaN (drawn as a gap). The open
+    (newest) bucket is summed in place and written out when a point falls past it."""
+
+    __slots__ = ("_hi", "_lo", "_mean", "_n", "_start", "_t", "capacity", "cur", "cur_hi", "cur_lo", "cur_n",
+                 "cur_sum")
+
+    def __init__(self, capacity: int = int(WIDEST_WINDOW_S / BUCKET_S)) -> None:
+        self.capacity = capacity
+        # Grown as buckets close (a new series costs nothing), a ring once ``capacity`` are held.
+        self._t = array("d")
+        # Summaries as float32: an hour of them for 4 engines and 8 GPUs is 1.4 MB, not 2.3 (beyond
+        # float32's range a value reads as +-inf, which the charts clamp like any extreme).
+        self._lo = array("f")
+        self._hi = array("f")
+        self._mean = array("f")
+        self._start = 0
+        self._n = 0
+        self.cur = -math.inf  # start time of the open bucket
+        self.cur_lo = self.cur_hi = NAN
+        self.cur_sum = 0.0
+        self.cur_n = 0
+
+    def add(self, t: float, value: float) -> None:
+        start = math.floor(t / BUCKET_S) * BUCKET_S
+        if start != self.cur:
+            if start < self.cur:
+                return  # older than the open bucket: those are summarised already
+            self._close()
+            self.cur, self.cur_lo, self.cur_hi, self.cur_sum, self.cur_n = start, NAN, NAN, 0.0, 0
+        if value == value:  # not NaN
+            if self.cur_n:
+                self.cur_lo = min(self.cur_lo, value)
+                self.cur_hi = max(self.cur_hi, value)
+            else:
+                self.cur_lo = self.cur_hi = value
+            self.cur_sum += value
+            self.cur_n += 1
+
+    def put(self, start: float, lo: float, hi: float, mean: float) -> None:
+        """A whole bucket's summary (one copied from another store), after what this one holds."""
+        if start <= self.cur:
+            return
+        self._close()
+        self.cur, self.cur_lo, self.cur_hi = start, lo, hi
+        self.cur_n = 0 if lo != lo else 1
+        self.cur_sum = mean if self.cur_n else 0.0
+
+    def _close(self) -> None:
+        if self.cur == -math.inf:
+            return
+        # The sum of huge finite values can overflow: their mean is then the midpoint of min and max.
+        mean = self.cur_sum / self.cur_n if self.cur_n else NAN
+        if self.cur_n and not math.isfinite(mean):
+            mean = self.cur_lo / 2 + self.cur_hi / 2
+        row = (self.cur, self.cur_lo, self.cur_hi, mean)
+        if self._n < self.capacity:
+            for col, v in zip((self._t, self._lo, self._hi, self._mean), row, strict=True):
+                col.append(v)
+            self._n += 1
+            return
+        i = self._start
+        self._t[i], self._lo[i], self._hi[i], self._mean[i] = row
+        self._start = (self._start + 1) % self.capacity
+
+    def rows(self, since: float = -math.inf, until: float = math.inf) -> list[tuple[float, float, float, float]]:
+        """(start, min, max, mean) of the buckets starting in [since, until), oldest first, the open one
+        included."""
+        order = list(range(self._start, self._n)) + list(range(0, self._start))
+        out = [(self._t[i], self._lo[i], self._hi[i], self._mean[i]) for i in order if since <= self._t[i] < until]
+        if self.cur != -math.inf and since <= self.cur < until:
+            mean = self.cur_sum / self.cur_n if self.cur_n else NAN
+            if self.cur_n and not math.isfinite(mean):
+                mean = self.cur_lo / 2 + self.cur_hi / 2
+            out.append((self.cur, self.cur_lo, self.cur_hi, mean))
+        return out
+
+    def oldest(self) -> float | None:
+        if self._n:
+            return self._t[self._start]
+        return None if self.cur == -math.inf else self.cur
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.buffer_info()[1] * c.itemsize for c in (self._t, self._lo, self._hi, self._mean))
+
+
+# One row of what a chart draws: (time, min, max, mean) of a point (all three its value) or a bucket.
+Row = tuple[float, float, float, float]
+
+
 class History:
     """Thread-safe store of rings keyed by (entity, metric), e.g. ("vllm-a", "generation_tps")."""
 
@@ -100,6 +201,7 @@ class History:
         self.capacity = capacity
         self.max_series = max_series
         self._rings: dict[Hashable, Ring] = {}
+        self._buckets: dict[Hashable, Buckets] = {}
         self._lock = threading.Lock()
 
     def append(self, key: Hashable, t: float, value: float | None) -> None:
@@ -108,6 +210,7 @@ class History:
             if ring is None:
                 return
             ring.append(t, value)
+            self._buckets[key].add(t, NAN if value is None else float(value))
 
     def _ring(self, key: Hashable) -> Ring | None:
         """The series' ring, made on first use; None once ``max_series`` are held (bounded: a runaway
@@ -115,6 +218,7 @@ class History:
         ring = self._rings.get(key)
         if ring is None and len(self._rings) < self.max_series:
             ring = self._rings[key] = Ring(self.capacity)
+            self._buckets[key] = Buckets()
         return ring
 
     def extend(self, key: Hashable, times: Sequence[float], values: Sequence[float | None]) -> None:
@@ -125,6 +229,9 @@ class History:
             if ring is None:
                 return
             ring.extend(times, values)
+            buckets = self._buckets[key]
+            for t, v in zip(times, values, strict=True):
+                buckets.add(t, NAN if v is None else float(v))
 
     def backfill(self, key: Hashable, times: Sequence[float], values: Sequence[float | None]) -> None:
         """Put older points (``times`` ascending) before what the series holds: those at or after its
@@ -138,6 +245,9 @@ class History:
             live = ring.points()
             if not live:  # nothing live yet (a chart opened with its history): the points as they are
                 ring.extend(times[-self.capacity:], values[-self.capacity:])
+                buckets = self._buckets[key] = Buckets()
+                for t, v in zip(times, values, strict=True):
+                    buckets.add(t, NAN if v is None else float(v))
                 return
             # The gaps recorded before the source's first read, where the older points have data: theirs.
             covered = times[-1] if len(times) else -math.inf
@@ -149,6 +259,13 @@ class History:
             fresh = Ring(self.capacity)
             fresh.extend([t for t, _ in merged], [v for _, v in merged])
             self._rings[key] = fresh
+            # The summaries: the older points, then what the series summarised itself after them.
+            kept = self._buckets[key]
+            buckets = self._buckets[key] = Buckets()
+            for t, v in old:
+                buckets.add(t, v)
+            for row in kept.rows(since=buckets.cur + BUCKET_S):
+                buckets.put(*row)
 
     def values(self, key: Hashable, last: int | None = None) -> list[float]:
         with self._lock:
@@ -160,10 +277,27 @@ class History:
             ring = self._rings.get(key)
             return ring.points(last) if ring is not None else []
 
+    def window(self, key: Hashable, end: float, seconds: float) -> list[Row]:
+        """What a chart of the ``seconds`` before ``end`` draws, oldest first: the ring's points where
+        it reaches back that far, the buckets' summaries before the ring's oldest point."""
+        since = end - seconds
+        with self._lock:
+            ring = self._rings.get(key)
+            if ring is None:
+                return []
+            pts = ring.points()
+            first = pts[0][0] if pts else math.inf
+            rows: list[Row] = []
+            if (first > since and len(pts) == ring.capacity) or not pts:
+                rows = self._buckets[key].rows(since, min(first, end + BUCKET_S))
+                # The last bucket may overlap the ring's first point: that span is the ring's.
+                rows = [r for r in rows if r[0] + BUCKET_S <= first] if pts else rows
+        return rows + [(t, v, v, v) for t, v in pts if since <= t <= end]
+
     def keys(self) -> list[Hashable]:
         with self._lock:
             return list(self._rings)
 
     def memory_bytes(self) -> int:
         with self._lock:
-            return sum(r.nbytes for r in self._rings.values())
+            return sum(r.nbytes for r in self._rings.values()) + sum(b.nbytes for b in self._buckets.values())

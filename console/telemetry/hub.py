@@ -508,7 +508,7 @@ def record(h: History, snap: FleetSnapshot) -> None:
         h.append((e.name, "prompt_tps"), t, m.prompt_tps.now)
         h.append((e.name, "request_rate"), t, m.request_rate.r5s)
         h.append((e.name, "error_rate"), t, m.error_rate.r5s)
-        for name, q in (("ttft", m.ttft), ("itl", m.itl), ("e2e", m.e2e)):
+        for name, q in (("ttft", m.ttft), ("itl", m.itl), ("e2e", m.e2e), ("queue", m.queue_time)):
             h.append((e.name, f"{name}_p50"), t, q.p50)
             h.append((e.name, f"{name}_p99"), t, q.p99)
     for g in snap.gpus.gpus:

@@ -34,6 +34,8 @@ ENGINE_SERIES = (
     "itl_p99",
     "e2e_p50",
     "e2e_p99",
+    "queue_p50",
+    "queue_p99",
 )
 # ... and per GPU (entity = f"gpu:{index}"):
 GPU_SERIES = ("util", "mem_used", "power", "temperature")

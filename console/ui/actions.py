@@ -52,6 +52,10 @@ class Action:
     # widget sees the key (``priority``), so that keys typed right after it go where it put the focus.
     text_box: str = "any"
     priority: bool = False
+    # Screens whose footer shows this action although ``footer`` is False (the overview names the
+    # other screens' keys); and its place there: lower first, the registry's order within.
+    footer_screens: tuple[str, ...] = ()
+    footer_rank: int = 0
 
     def available_on(self, screen: str) -> bool:
         return not self.screens or screen in self.screens

@@ -556,7 +556,8 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
 
         await self.push_screen(HelpScreen(self.registry, read_only=self.options.read_only,
                                           reason=self.options.read_only_reason,
-                                          hidden_groups=() if self.replay else (REPLAY_GROUP,)))
+                                          hidden_groups=() if self.replay else (REPLAY_GROUP,),
+                                          screen=getattr(self.screen, "deck_name", "")))
 
 
 def _write_first_frame(path: str) -> None:
@@ -606,7 +607,7 @@ def _global_actions(app: DeckApp) -> list[Action]:
         Action("overview", "o,1", "Overview: all engines and GPUs", "Navigate",
                lambda host: host.show_screen("overview"), footer=False),
         Action("gpus", "g,3", "GPUs: per-GPU history and processes", "Navigate",
-               lambda host: host.show_screen("gpus"), footer=False),
+               lambda host: host.show_screen("gpus"), footer=False, short="GPUs", footer_screens=("overview",)),
         Action("replay_seek", "t", "Replay: go to a time ('10m ago', 19:05, -5m)", REPLAY_GROUP,
                lambda _: app.open_seek(), short="seek"),
         BundleKey(app, recording_dir=lambda: app.recording_control.directory if app.recording_control else None

@@ -186,7 +186,8 @@ def test_every_f_key_action_has_a_plain_letter(make_app: AppFactory) -> None:
 
 # The keys that matter on each screen: what its footer must show at 80 columns.
 FOOTER_80 = {
-    "overview": ["⏎", "s", "/", "q", "?"],
+    # The other screens by name and key (issue 29): GPUs, playground, bench, alerts.
+    "overview": ["⏎", "/", "c", "g", "P", "B", "a", "q", "?"],
     "engine": ["[ ]", "/", "q", "?", "e"],
     "gpus": ["q", "?", "e"],
     "playground": ["i", "n", "v", "c", "r", "x", "q", "?"],

@@ -227,8 +227,8 @@ async def test_e_explains_the_selected_row_on_every_tab(make_app: AppFactory) ->
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await _show(app, pilot, "engine", "vllm-a")
-        metric, text = await _explain(app, pilot)  # charts
-        assert metric == "generation_tps" and "Generation throughput" in text
+        metric, text = await _explain(app, pilot)  # charts: the first is TTFT (p50 and p99; explains p99)
+        assert metric == "ttft_p99" and "Time to first token" in text
         await pilot.press("right_square_bracket")  # raw metrics
         await _settle(pilot)
         await pilot.press("down")

@@ -21,12 +21,15 @@ async def _settle(pilot: Pilot[Any]) -> None:
     await pilot.pause()
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+SIZES = pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
+
+
+@SIZES
 def test_overview(snap_compare: SnapCompare, make_app: AppFactory, size: tuple[int, int]) -> None:
     assert snap_compare(make_app(), terminal_size=size, run_before=_settle)
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@SIZES
 def test_engine_detail(snap_compare: SnapCompare, make_app: AppFactory, size: tuple[int, int]) -> None:
     async def open_detail(pilot: Pilot[Any]) -> None:
         await _settle(pilot)
@@ -36,13 +39,21 @@ def test_engine_detail(snap_compare: SnapCompare, make_app: AppFactory, size: tu
     assert snap_compare(make_app(), terminal_size=size, run_before=open_detail)
 
 
-def test_gpus_160x48(snap_compare: SnapCompare, make_app: AppFactory) -> None:
-    async def open_gpus(pilot: Pilot[Any]) -> None:
+def _keys(*keys: str) -> Any:
+    async def press(pilot: Pilot[Any]) -> None:
         await _settle(pilot)
-        await pilot.press("g")
+        await pilot.press(*keys)
         await _settle(pilot)
 
-    assert snap_compare(make_app(), terminal_size=(160, 48), run_before=open_gpus)
+    return press
+
+
+@SIZES
+@pytest.mark.parametrize("screen", ["gpus", "compare", "playground", "bench", "alerts", "help"])
+def test_screen(snap_compare: SnapCompare, make_app: AppFactory, size: tuple[int, int], screen: str) -> None:
+    """Every other screen, opened by its key from the overview."""
+    keys = {"gpus": "g", "compare": "c", "playground": "P", "bench": "B", "alerts": "a", "help": "question_mark"}
+    assert snap_compare(make_app(), terminal_size=size, run_before=_keys(keys[screen]))
 
 
 def test_help_read_only_80x24(snap_compare: SnapCompare, make_app: AppFactory) -> None:

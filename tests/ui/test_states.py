@@ -17,8 +17,8 @@ from console.ui import format as fmt
 from console.ui.screens.engine import EngineScreen
 from console.ui.screens.modals import ConfirmScreen
 from console.ui.screens.overview import IDENTITY_COLS
-from console.ui.widgets.chart import Chart
 from console.ui.widgets.row_table import RowTable
+from console.ui.widgets.timechart import TimeChart
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import T0, FrozenSource, frozen_fleet
 from tests.ui.test_app import RecordingControl, _notes
@@ -73,7 +73,7 @@ async def test_chart_says_no_current_value_after_a_gap(make_app: AppFactory) -> 
         await app.show_screen("engine", "tgi-d")
         await pilot.pause()
         assert isinstance(app.screen, EngineScreen)
-        chart = app.screen.query_one("#chart-generation_tps", Chart)
+        chart = app.screen.query_one("#chart-generation_tps", TimeChart)
         head = chart.render().plain.splitlines()[0]
         assert "now --" in head and "max" in head
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from console.ui.screens.base import DeckScreen
 
 # One line per screen module (console.ui.screens.<name>), in navigation order.
-SCREEN_MODULES: tuple[str, ...] = ("overview", "engine", "gpus", "playground", "bench", "alerts")
+SCREEN_MODULES: tuple[str, ...] = ("overview", "engine", "gpus", "playground", "bench", "alerts", "compare")
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,5 +134,5 @@ register_screen(ScreenSpec(
     "alerts", "Alerts", lambda app, target: AlertsScreen(),
     # Not in the footer (it is full at 80 columns): the badge and every toast say "a".
     actions=(Action("alerts", "a,6", "Alerts: firing, pending and resolved, with runbook lines", "Navigate", _show,
-                    short="alerts", footer=False),),
+                    short="alerts", footer=False, footer_screens=("overview",)),),
 ))

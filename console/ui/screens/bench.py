@@ -58,6 +58,11 @@ class BenchScreen(DeckScreen):
     BenchScreen #bench-notes { height: auto; max-height: 6; padding: 0 1; }
     """
 
+    def compare_pair(self) -> tuple[str, str] | None:
+        """The bench's first two engines (c compares their charts)."""
+        names = [n.strip() for n in self.query_one("#bench-engines", Input).value.split(",") if n.strip()]
+        return (names[0], names[1]) if len(names) >= 2 else None
+
     def __init__(self, app: DeckHost) -> None:
         super().__init__()
         self.doc: dict[str, Any] | None = None
@@ -299,7 +304,7 @@ def _screen(app: DeckHost, target: str | None) -> BenchScreen:
 
 ACTIONS: tuple[Action, ...] = (
     Action("bench", "B,5", "Bench: A/B benchmark in its own process", "Navigate",
-           lambda app: app.show_screen("bench"), footer=False),
+           lambda app: app.show_screen("bench"), footer=False, short="bench", footer_screens=("overview",)),
     # Plain letters besides the F-keys (lost over SSH, tmux, laptops); F-keys also work in the form.
     Action("bench_form", "i", "Bench: edit the form (tab moves between fields, esc leaves)", "Bench",
            _on_bench(lambda s: s.focus_form()), screens=("bench",), short="edit", text_box="outside",

@@ -6,6 +6,7 @@ Only the visible tab is redrawn on a refresh.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +17,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane, Ta
 
 from console.config import mask_secrets
 from console.model import EngineSnapshot, FleetSnapshot, RawSeries
+from console.telemetry.history import History
 from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.engine_strips import STRIPS
@@ -23,9 +25,19 @@ from console.ui.fleet_panels import ask_backfill, short_name
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
-from console.ui.widgets.chart import Chart
 from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line
+from console.ui.widgets.plot import (
+    COUNT,
+    DEFAULT_WINDOW,
+    FRACTION_PCT,
+    SECONDS,
+    TOKENS_PER_S,
+    WINDOWS,
+    Series,
+    Unit,
+)
+from console.ui.widgets.timechart import TimeChart, fit_grid_rows
 
 TABS = ("charts", "raw", "identity", "logs")
 # Raw metrics columns: value and kind fixed, the series takes the rest (cell padding and the
@@ -37,35 +49,43 @@ RAW_SERIES_MIN = 20
 LOG_LINES = 500  # shown in the Logs tab (lines are capped at 400 characters)
 
 
-def _fmt_tps(v: float | None) -> str:
-    return fmt.tps(v).plain
+@dataclass(frozen=True, slots=True)
+class ChartSpec:
+    """A chart: its id (and explain key), title, unit, the history series it overlays (with their
+    legend names), and whether overlaid lines follow each column's max (latency)."""
+
+    id: str
+    title: str
+    unit: Unit
+    series: tuple[str, ...]
+    names: tuple[str, ...] = ()
+    use_max: bool = False
+    explain: str = ""
+
+    @property
+    def metric(self) -> str:
+        return self.explain or self.series[-1]
 
 
-def _fmt_pct(v: float | None) -> str:
-    return fmt.pct(v).plain
-
-
-def _fmt_count(v: float | None) -> str:
-    return fmt.count(v).plain
-
-
-def _fmt_s(v: float | None) -> str:
-    return "n/a" if fmt.is_missing(v) else fmt.seconds_text(v)  # type: ignore[arg-type]
-
-
-# (history metric, title, formatter, fixed top of scale)
-CHARTS: tuple[tuple[str, str, Callable[[float | None], str], float | None], ...] = (
-    ("generation_tps", "generation tok/s", _fmt_tps, None),
-    ("prompt_tps", "prompt tok/s", _fmt_tps, None),
-    ("kv_usage", "KV-cache usage", _fmt_pct, 1.0),
-    ("prefix_hit_rate", "prefix hit rate", _fmt_pct, 1.0),
-    ("running", "running requests", _fmt_count, None),
-    ("waiting", "waiting requests", _fmt_count, None),
-    ("ttft_p50", "TTFT p50", _fmt_s, None),
-    ("ttft_p99", "TTFT p99", _fmt_s, None),
-    ("itl_p50", "ITL p50", _fmt_s, None),
-    ("itl_p99", "ITL p99", _fmt_s, None),
+CHARTS: tuple[ChartSpec, ...] = (
+    ChartSpec("ttft", "TTFT", SECONDS, ("ttft_p50", "ttft_p99"), ("p50", "p99"), True, "ttft_p99"),
+    ChartSpec("itl", "ITL", SECONDS, ("itl_p50", "itl_p99"), ("p50", "p99"), True, "itl_p99"),
+    ChartSpec("generation_tps", "generation", TOKENS_PER_S, ("generation_tps",)),
+    ChartSpec("prompt_tps", "prompt", TOKENS_PER_S, ("prompt_tps",)),
+    ChartSpec("kv_usage", "KV cache", FRACTION_PCT, ("kv_usage",)),
+    ChartSpec("prefix_hit_rate", "prefix hits", FRACTION_PCT, ("prefix_hit_rate",)),
+    ChartSpec("requests", "requests", COUNT, ("running", "waiting"), ("running", "waiting"), False, "running"),
+    ChartSpec("e2e", "E2E latency", SECONDS, ("e2e_p50", "e2e_p99"), ("p50", "p99"), True, "e2e_p99"),
+    ChartSpec("queue", "queue time", SECONDS, ("queue_p50", "queue_p99"), ("p50", "p99"), True, "queue_p99"),
 )
+# Charts of series not every engine exports: shown once the engine has them.
+OPTIONAL_CHARTS = frozenset({"e2e", "queue"})
+
+
+def chart_series(history: History, entity: str, spec: ChartSpec, end: float, window: float) -> list[Series]:
+    names = spec.names or (spec.title,) * len(spec.series)
+    return [Series(name, history.window((entity, key), end, window)) for key, name in zip(spec.series, names,
+                                                                                          strict=True)]
 
 
 def _raw_value(v: float) -> str:
@@ -160,6 +180,7 @@ class EngineScreen(DeckScreen):
         self._series_w = 0
         self._last_head = ""
         self._strips: dict[str, str] = {}  # widget id -> markup shown
+        self.window = DEFAULT_WINDOW  # the charts' time window, seconds
 
     def title_text(self) -> str:
         return f"engine {short_name(self.engine)}"
@@ -174,11 +195,12 @@ class EngineScreen(DeckScreen):
             strip.metric = key  # type: ignore[attr-defined]
             yield strip
         with TabbedContent(initial="charts", id="tabs"):
-            with TabPane("Charts", id="charts"), Grid(id="chart-grid"):
-                for metric, title, f, hi in CHARTS:
-                    c = Chart(title, f, hi=hi, id=f"chart-{metric}", classes="chart")
-                    c.metric = metric
+            with TabPane("Charts", id="charts"), VerticalScroll(id="chart-scroll"), Grid(id="chart-grid"):
+                for spec in CHARTS:
+                    c = TimeChart(spec.title, spec.unit, use_max=spec.use_max, id=f"chart-{spec.id}", classes="chart")
+                    c.metric = spec.metric
                     c.can_focus = True
+                    c.display = spec.id not in OPTIONAL_CHARTS
                     yield c
             with TabPane("Raw metrics", id="raw"), Vertical():
                 yield Input(placeholder="filter raw series (name or label)", id="raw-filter")
@@ -194,6 +216,7 @@ class EngineScreen(DeckScreen):
 
     def on_mount(self) -> None:
         self._fit_raw_columns()
+        self.call_after_refresh(self._fit_chart_rows)
         self._show_logs()
 
     def detail_engine(self) -> str | None:
@@ -203,6 +226,13 @@ class EngineScreen(DeckScreen):
 
     def on_resize(self) -> None:
         self._fit_raw_columns()
+        self.call_after_refresh(self._fit_chart_rows)
+
+    def _fit_chart_rows(self) -> None:
+        found = self.query("#chart-grid")
+        if found:
+            shown = sum(1 for c in self.query(TimeChart) if c.display)
+            fit_grid_rows(found.first(Grid), self.query_one("#chart-scroll", VerticalScroll), shown)
 
     def _fit_raw_columns(self) -> None:
         """The series column takes the width the value and kind leave (no sideways scrolling); a
@@ -314,8 +344,28 @@ class EngineScreen(DeckScreen):
         if src is None:
             return
         ask_backfill(src, e)
-        for c in self.query(Chart):
-            c.set_values(src.history.values((e.name, c.metric), last=Chart.POINTS))
+        end = self.deck.fleet.taken_at if self.deck.fleet is not None else self.deck.clock()
+        m = e.total
+        exported = {"e2e": m is not None and m.e2e.p50 is not None,
+                    "queue": m is not None and m.queue_time.p50 is not None}
+        for spec in CHARTS:
+            c = self.query_one(f"#chart-{spec.id}", TimeChart)
+            if spec.id in OPTIONAL_CHARTS:
+                # Once exported, kept: a chart that comes and goes with each stale read would jump.
+                if exported[spec.id] and not c.display:
+                    c.display = True
+                    self.call_after_refresh(self._fit_chart_rows)
+                if not c.display:
+                    continue
+            c.set_data(chart_series(src.history, e.name, spec, end, self.window), end=end, window=self.window)
+
+    def step_window(self, step: int) -> None:
+        """The next (or previous) time window of every chart."""
+        spans = [s for s, _ in WINDOWS]
+        i = spans.index(self.window) if self.window in spans else 1
+        self.window = spans[(i + step) % len(spans)]
+        if self.deck.fleet is not None:
+            self.show_fleet(self.deck.fleet)
 
     def _show_raw(self, e: EngineSnapshot) -> None:
         table: DataTable[Text] = self.query_one("#raw-table", DataTable)
@@ -395,12 +445,12 @@ class EngineScreen(DeckScreen):
         """Per tab: the focused chart (else the first), the selected raw series, else the phase."""
         tab = self.query_one("#tabs", TabbedContent).active
         focused = self.focused
-        if isinstance(focused, Chart):
+        if isinstance(focused, TimeChart):
             return (focused.metric, self.engine)
         if isinstance(focused, Static) and focused.has_class("engine-strip"):
             return (str(getattr(focused, "metric", "phase")), self.engine)
         if tab == "charts":
-            return (self.query(Chart).first().metric, self.engine)
+            return (self.query(TimeChart).first().metric, self.engine)
         if tab == "raw":
             key = self._selected_raw()
             if key is not None:
@@ -441,11 +491,24 @@ def _on_engine(fn: Callable[[EngineScreen], None]) -> Callable[[DeckHost], None]
     return handler
 
 
+def _step_window(step: int) -> Callable[[DeckHost], None]:
+    def handler(app: DeckHost) -> None:
+        fn = getattr(app.screen, "step_window", None)
+        if fn is not None:
+            fn(step)
+
+    return handler
+
+
 ACTIONS: Sequence[Action] = (
     Action("next_tab", "right_square_bracket", "Next tab", "Engine detail", _on_engine(lambda s: s.step_tab(1)),
            screens=("engine",), short="tab", key_display="[ ]"),
     Action("prev_tab", "left_square_bracket", "Previous tab", "Engine detail",
            _on_engine(lambda s: s.step_tab(-1)), screens=("engine",), footer=False),
+    Action("window", "w", "Charts: next time window (1m, 5m, 15m, 1h)", "Charts", _step_window(1),
+           screens=("engine", "gpus", "compare"), short="window"),
+    Action("window_back", "W", "Charts: previous time window", "Charts", _step_window(-1),
+           screens=("engine", "gpus", "compare"), footer=False),
     Action("raw_filter", "slash", "Filter raw metrics", "Engine detail", _on_engine(lambda s: s.focus_raw_filter()),
            screens=("engine",), short="filter", text_box="outside", priority=True),
 )

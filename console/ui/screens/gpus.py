@@ -17,15 +17,29 @@ from console.ui.fleet_panels import GPU_COLUMNS, gpu_cells, gpu_columns_for, gpu
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
-from console.ui.widgets.chart import Chart
 from console.ui.widgets.footer import DeckFooter
+from console.ui.widgets.plot import CELSIUS, DEFAULT_WINDOW, PERCENT, WINDOWS, Series, Unit
+from console.ui.widgets.timechart import TimeChart
 
-GPU_CHARTS = (
-    ("util", "utilisation", lambda v: fmt.unit(v, "%").plain, 100.0, "gpu_util"),
-    ("mem_used", "HBM used", lambda v: "n/a" if fmt.is_missing(v) else f"{v / fmt.GIB:.1f} GiB", None, "gpu_mem"),
-    ("power", "power", lambda v: fmt.unit(v, " W").plain, None, "gpu_power"),
-    ("temperature", "temperature", lambda v: fmt.unit(v, "°C").plain, None, "gpu_temp"),
+# (history key, title, unit, explain key). HBM and power get their scale from the selected GPU.
+GPU_CHARTS: tuple[tuple[str, str, Unit, str], ...] = (
+    ("util", "utilisation", PERCENT, "gpu_util"),
+    ("mem_used", "HBM used", Unit("%", lo=0.0, hi=100.0), "gpu_mem"),
+    ("power", "power", Unit("W"), "gpu_power"),
+    ("temperature", "temperature", CELSIUS, "gpu_temp"),
 )
+
+
+def gpu_unit(key: str, g: GpuSnapshot, unit: Unit) -> tuple[Unit, float | None]:
+    """The chart's unit and fixed top for GPU ``g``: HBM as a share of its memory (0-100%), power
+    from 0 to its limit; an unknown size or limit leaves the automatic scale."""
+    if key == "mem_used":
+        if g.mem_total_bytes:
+            return Unit("%", factor=100.0 / g.mem_total_bytes, lo=0.0, hi=100.0), None
+        return Unit("GiB", factor=1 / fmt.GIB), None
+    if key == "power" and g.power_limit_w:
+        return unit, g.power_limit_w
+    return unit, None
 
 
 class GpuScreen(DeckScreen):
@@ -40,6 +54,7 @@ class GpuScreen(DeckScreen):
         self._proc_sig: list[list[str]] = []
         self._cols: list[int] = []  # GPU_COLUMNS shown (by index)
         self._proc_cols: list[tuple[str, str, int]] = []
+        self.window = DEFAULT_WINDOW  # the charts' time window, seconds
 
     def compose(self) -> ComposeResult:
         yield TopBar()
@@ -48,8 +63,8 @@ class GpuScreen(DeckScreen):
         yield t
         yield Static(id="gpu-sel")
         with Grid(id="gpu-charts"):
-            for key, title, f, hi, metric in GPU_CHARTS:
-                c = Chart(title, f, hi=hi, id=f"gchart-{key}", classes="chart")
+            for key, title, unit, metric in GPU_CHARTS:
+                c = TimeChart(title, unit, id=f"gchart-{key}", classes="chart")
                 c.metric = metric
                 yield c
         p: DataTable[Text] = DataTable(id="procs", cursor_type="row")
@@ -142,9 +157,12 @@ class GpuScreen(DeckScreen):
         sel.update(head)
         src = self.deck.source
         if src is not None:
-            for key, *_ in GPU_CHARTS:
-                c = self.query_one(f"#gchart-{key}", Chart)
-                c.set_values(src.history.values((f"gpu:{g.index}", key), last=Chart.POINTS))
+            end = fleet.taken_at
+            for key, title, unit, _metric in GPU_CHARTS:
+                c = self.query_one(f"#gchart-{key}", TimeChart)
+                scale_unit, top = gpu_unit(key, g, unit)
+                hist = src.history.window((f"gpu:{g.index}", key), end, self.window)
+                c.set_data([Series(title, hist)], end=end, window=self.window, unit=scale_unit, top=top)
         pids = {p: e.name for e in fleet.engines for p in e.pids}
         rows: list[list[Text]] = []
         shown = [key for key, _, _ in self._proc_cols]
@@ -170,6 +188,13 @@ class GpuScreen(DeckScreen):
 
     @on(DataTable.RowHighlighted, "#gpu-list")
     def _row(self) -> None:
+        if self.deck.fleet is not None:
+            self._show_selected(self.deck.fleet)
+
+    def step_window(self, step: int) -> None:
+        spans = [s for s, _ in WINDOWS]
+        i = spans.index(self.window) if self.window in spans else 1
+        self.window = spans[(i + step) % len(spans)]
         if self.deck.fleet is not None:
             self._show_selected(self.deck.fleet)
 

@@ -19,12 +19,32 @@ from console.ui.actions import ActionRegistry, display_key
 from console.ui.explain_rows import explain_key
 from console.ui.host import host_of
 
+# Keys the screens' widgets handle themselves (tables, tabs, scrolling: Textual's own bindings), listed
+# in help beside the registry's actions, per screen ("" for every screen).
+MOVE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
+    "": (("tab / shift+tab", "focus the next / previous panel (table, chart, tab bar)"),
+         ("↑ ↓ pgup pgdn home end", "move in a table, scroll a panel")),
+    "overview": (("← →", "choose the column that e explains"), ("↑ ↓", "choose the engine (m marks it for c)")),
+    "engine": (("← → (tab bar)", "switch tab"), ("tab", "focus a chart: e explains it")),
+    "gpus": (("↑ ↓", "choose the GPU the charts show"), ("← →", "choose the column that e explains")),
+    "compare": (("tab", "focus a chart: e explains it"),),
+}
 
-def help_table(registry: ActionRegistry, *, read_only: bool, hidden_groups: tuple[str, ...] = ()) -> Table:
+
+def help_table(registry: ActionRegistry, *, read_only: bool, hidden_groups: tuple[str, ...] = (),
+               screen: str = "") -> Table:
+    """Every key: first this screen's (its movement keys and its own actions), then every group."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     table.add_column(style="dim")
+    if screen:
+        table.add_row(Text(f"This screen ({screen})", style="bold underline"), "", "")
+        for keys, what in (*MOVE_KEYS.get(screen, ()), *MOVE_KEYS[""]):
+            table.add_row(keys, what, "")
+        for a in registry.visible(read_only=read_only, hidden_groups=hidden_groups):
+            if screen in a.screens:
+                table.add_row(display_key(a.keys) or Text("unbound", style="dim"), a.description, "")
     for group, actions in registry.groups(read_only=read_only, hidden_groups=hidden_groups).items():
         table.add_row(Text(group, style="bold underline"), "", "")
         for a in actions:
@@ -67,8 +87,9 @@ class HelpScreen(_Popup):
     closed_by = "help"
 
     def __init__(self, registry: ActionRegistry, *, read_only: bool, reason: str = "",
-                 hidden_groups: tuple[str, ...] = ()) -> None:
+                 hidden_groups: tuple[str, ...] = (), screen: str = "") -> None:
         super().__init__()
+        self.screen_name = screen  # the screen help was opened on: its keys first
         self.registry = registry
         self.read_only = read_only
         self.reason = reason  # why read-only ("replay"); "" for read-only mode
@@ -80,12 +101,16 @@ class HelpScreen(_Popup):
             if self.read_only:
                 why = "Replay" if self.reason == "replay" else "Read-only mode"
                 note.append(f"{why}: engine control is disabled and not listed.", style=fmt.WARN)
-            note.append("\nCells: 'n/a' = not exported / no data yet (never 0) · '~' = few samples · "
-                        "'>' = beyond the largest histogram bucket · '--' = engine not answering · "
-                        "'stale N s: why' = last collection failed N s ago", style="dim")
+            note.append("\nCells: 'n/a' = not exported / no data yet (never 0) · '~' = few samples (latency) or an "
+                        "estimate (energy of a shared GPU) · '>' = beyond the largest histogram bucket (a lower "
+                        "bound) · '*' = a 60 s rate of a counter the engine bumps when requests finish · "
+                        "'--' = engine not answering · 'stale N s: why' = last collection failed N s ago", style="dim")
+            note.append("\nCharts: y-axis in the metric's unit, time axis to 'now', the window in the title (w "
+                        "changes it); two lines: ▀▄ the first, ⠉⣀ the second, ▓ both; a thin │ reaches a "
+                        "column's max; blank = no data (stale, stopped, not collected)", style="dim")
             yield Static(note)
-            yield Static(help_table(self.registry, read_only=self.read_only, hidden_groups=self.hidden_groups),
-                         id="help-table")
+            yield Static(help_table(self.registry, read_only=self.read_only, hidden_groups=self.hidden_groups,
+                                    screen=self.screen_name), id="help-table")
 
 
 class ExplainScreen(_Popup):

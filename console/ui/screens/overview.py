@@ -186,6 +186,7 @@ class OverviewScreen(DeckScreen):
         self._role_eligible = False  # an engine has a role (the role column may show)
         self._row_order: list[str] = []
         self._cells: dict[str, list[tuple[str, str]]] = {}
+        self.marked: str | None = None  # the first engine of an A/B compare (m)
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -453,6 +454,29 @@ class OverviewScreen(DeckScreen):
         row = min(table.cursor_coordinate.row, len(self._row_order) - 1)
         return self._row_order[row]
 
+    def toggle_mark(self) -> None:
+        """Mark the engine under the cursor as the first of an A/B compare (c opens it)."""
+        name = self.selected_engine()
+        if name is None:
+            return
+        self.marked = None if self.marked == name else name
+        if self.marked is not None:
+            self.notify(f"{name} marked: choose another engine and press c to compare them")
+        else:
+            self.notify(f"{name} unmarked")
+
+    def compare_pair(self) -> tuple[str, str] | None:
+        """The marked engine and the one under the cursor; unmarked (or the same), the one under the
+        cursor and the next in the table."""
+        cur = self.selected_engine()
+        order = self._row_order
+        if self.marked is not None and self.marked in order and cur is not None and cur != self.marked:
+            return (self.marked, cur)
+        first = self.marked if self.marked in order else cur
+        if first is None or len(order) < 2:
+            return None
+        return (first, order[(order.index(first) + 1) % len(order)])
+
     def explain_target(self) -> tuple[str, str | None]:
         table = self.query_one("#engines", RowTable)
         cols = self._columns()
@@ -526,11 +550,13 @@ async def _open(app: DeckHost) -> None:
 
 ACTIONS: Sequence[Action] = (
     Action("open", "enter", "Open engine detail (charts, raw metrics, identity)", "Overview", _open,
-           screens=("overview",), footer=True, key_display="⏎", short="detail"),
+           screens=("overview",), footer=True, key_display="⏎", short="open"),
     Action("sort", "s", "Sort by next column", "Overview", _on_overview(lambda s: s.cycle_sort()),
-           screens=("overview",), short="sort"),
+           screens=("overview",), short="sort", footer_rank=1),
     Action("sort_reverse", "S", "Reverse sort order", "Overview", _on_overview(lambda s: s.cycle_sort(True)),
            screens=("overview",), footer=False),
+    Action("mark", "m", "Mark the engine for an A/B compare (c compares it with the one under the cursor)",
+           "Overview", _on_overview(lambda s: s.toggle_mark()), screens=("overview",), footer=False),
     Action("filter", "slash", "Filter engines", "Overview", _on_overview(lambda s: s.open_filter()),
            screens=("overview",), short="filter", text_box="outside", priority=True),
 )

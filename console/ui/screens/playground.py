@@ -251,6 +251,12 @@ class PlaygroundScreen(DeckScreen):
         self._draw_engine_line()
         self.notify(f"active engine: {self.current.name} (conversation kept)")
 
+    def compare_pair(self) -> tuple[str, str] | None:
+        """The split view's two engines (A/B compare of their charts); outside it, the current and the next."""
+        if len(self.engines) < 2:
+            return None
+        return (self.current.name, self.other.name)
+
     def toggle_split(self) -> None:
         if len(self.engines) < 2:
             self.notify("split view needs two engines", severity="warning")
@@ -421,7 +427,7 @@ def _screen(app: DeckHost, target: str | None) -> PlaygroundScreen:
 SCREENS = ("playground",)
 ACTIONS: tuple[Action, ...] = (
     Action("playground", "P,4", "Playground: stream a prompt, timings, A/B split", "Navigate",
-           lambda app: app.show_screen("playground"), footer=False),
+           lambda app: app.show_screen("playground"), footer=False, short="play", footer_screens=("overview",)),
     # Every F-key has a plain letter too (F-keys get lost over SSH, tmux and laptop keyboards); the
     # letters work outside the prompt, the F-keys also inside it.
     Action("pg_prompt", "i", "Playground: type a prompt (Enter sends, esc leaves the box)", "Playground",

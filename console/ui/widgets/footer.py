@@ -109,6 +109,7 @@ class DeckFooter(Widget):
             items.append(FooterItem(binding.key, self.app.get_key_display(binding), binding.description,
                                     enabled, binding.action))
         items += self._shadowed()
+        items += self._named_here([i.action for i in items])
         items.sort(key=self._rank)
         self._palette = None
         if self.app.ENABLE_COMMAND_PALETTE:
@@ -141,18 +142,36 @@ class DeckFooter(Widget):
                     break
         return out
 
-    def _rank(self, item: FooterItem) -> tuple[int, int]:
-        """A screen's own keys first, then the global ones, each in registry order (not in the order
-        Textual met the key: `r` is bound by the playground and the bench)."""
+    def _named_here(self, present: list[str]) -> list[FooterItem]:
+        """Actions this screen's footer names although they are not footer keys elsewhere (the
+        overview's keys of the GPUs, playground, bench and alerts screens)."""
+        host = host_of(self.app)
+        if host is None or is_text_box(self.screen.focused):
+            return []
+        screen = getattr(self.screen, "deck_name", "")
+        out = []
+        for a in host.registry:
+            action = f"deck('{a.id}')"
+            if screen in a.footer_screens and a.key_list and action not in present:
+                out.append(FooterItem(a.key_list[0], display_key(a.key_list[0]), a.short or a.description, True,
+                                      action))
+        return out
+
+    def _rank(self, item: FooterItem) -> tuple[int, int, int]:
+        """By the action's footer rank, then a screen's own keys, the screens it names, the global ones,
+        each in registry order (not in the order Textual met the key: `r` is bound by the playground
+        and the bench)."""
         host = host_of(self.app)
         if host is None or not item.action.startswith("deck('"):
-            return (2, 0)
+            return (0, 3, 0)
         registry = host.registry
         aid = item.action[len("deck('") : -len("')")]
         order = [a.id for a in registry]
         if aid not in order:
-            return (2, 0)
-        return (0 if registry.get(aid).screens else 1, order.index(aid))
+            return (0, 3, 0)
+        a = registry.get(aid)
+        tier = 0 if a.screens else 1 if a.footer_screens else 2
+        return (a.footer_rank, tier, order.index(aid))
 
     # -- drawing -------------------------------------------------------------------------------
 
