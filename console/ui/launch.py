@@ -273,15 +273,16 @@ def _run_guarded(app: DeckApp, guard: TerminalGuard, *, mouse: bool) -> str | No
         result: str | None = app.run(mouse=mouse)
     finally:
         install_hooks(None)
-    if app.crash is not None:
+    crash: BaseException | None = getattr(app, "crash", None)  # DeckApp's; another App has none
+    if crash is not None:
         # The engines are left as after a lost terminal (``on_terminal_loss``), the one line is
         # printed, and the exit status says the console failed.
         from console import crashlog
 
-        log = crashlog.write(app.crash)
-        print(crashlog.one_line(app.crash, log), file=sys.stderr, flush=True)
+        log = crashlog.write(crash)
+        print(crashlog.one_line(crash, log), file=sys.stderr, flush=True)
         guard.begin("the console ended on an internal error", code=crashlog.CRASH_EXIT)
-        raise crashlog.ConsoleCrashed(app.crash, log)
+        raise crashlog.ConsoleCrashed(crash, log)
     return result
 
 
