@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the config module reads profiles from disk: only when the command runs
@@ -42,6 +43,11 @@ def run(args: argparse.Namespace) -> int:
     if cfg.path is None:
         print(f"# no configuration file at {config_file()}; nothing configured")
         return 0
+    from console.lifecycle.cli_support import literal_secret_warning
+
+    for inst in cfg.instances:
+        if warning := literal_secret_warning(inst):
+            print(warning, file=sys.stderr)
     engines: dict[str, Any] = {}
     for inst in cfg.instances:
         data = dump(inst.config, exclude_defaults=True)

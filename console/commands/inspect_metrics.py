@@ -36,7 +36,7 @@ import math
 import re
 import sys
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 MAX_BYTES = 32 * 1024 * 1024
 TIMEOUT_S = 10.0
@@ -145,7 +145,7 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
     import httpx
 
     from console.errors import UserError
-    from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody
+    from console.telemetry.bodies import ACCEPT_ENCODING
 
     parts = urlsplit(url)
     if parts.path in ("", "/"):
@@ -156,22 +156,27 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
     if key:
         headers["Authorization"] = f"Bearer {key}"
     try:
-        with (
-            httpx.Client(timeout=TIMEOUT_S, follow_redirects=True) as client,
-            client.stream("GET", url, headers=headers) as resp,
-        ):
-            # Label the data by the URL that answered (after redirects; httpx drops the key on a
-            # redirect to another origin).
-            answered = str(resp.url)
-            if resp.status_code != 200:
-                raise UserError(_http_error(profile, answered, resp.status_code, key is not None))
-            try:
-                body = BoundedBody(resp.headers.get("content-encoding", ""), MAX_BYTES)
-                for chunk in resp.iter_raw():
-                    body.feed(chunk)
-                data = body.result()
-            except BodyError as exc:
-                raise UserError(f"{url}: {exc}") from None
+        with httpx.Client(timeout=TIMEOUT_S, follow_redirects=False) as client:
+            answered = url
+            for _hop in range(MAX_REDIRECTS + 1):
+                resp = client.send(client.build_request("GET", answered, headers=headers), stream=True)
+                try:
+                    if not resp.is_redirect:
+                        if resp.status_code != 200:
+                            raise UserError(_http_error(profile, answered, resp.status_code, key is not None))
+                        data = _bounded(resp, url)
+                        break
+                    # Another host's numbers are not this engine's (the console and `status` do not
+                    # follow such a redirect either): a redirect is followed only within the origin.
+                    target = urljoin(answered, resp.headers.get("location", ""))
+                    if _origin(target) != _origin(answered):
+                        raise UserError(f"{answered}: HTTP {resp.status_code} redirects to another host ({target}); "
+                                        "not followed: inspect that URL itself if it is the engine")
+                    answered = target
+                finally:
+                    resp.close()
+            else:
+                raise UserError(f"{url}: more than {MAX_REDIRECTS} redirects")
     except httpx.ConnectError as exc:
         reason = "connection refused" if "refused" in str(exc).lower() else f"cannot connect ({exc})"
         raise UserError(f"{url}: {reason}") from None
@@ -180,6 +185,27 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
     except httpx.HTTPError as exc:
         raise UserError(f"{url}: {type(exc).__name__}: {exc}") from None
     return data, answered
+
+
+MAX_REDIRECTS = 5
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc.lower()
+
+
+def _bounded(resp: Any, url: str) -> bytes:
+    from console.errors import UserError
+    from console.telemetry.bodies import BodyError, BoundedBody
+
+    try:
+        body = BoundedBody(resp.headers.get("content-encoding", ""), MAX_BYTES)
+        for chunk in resp.iter_raw():
+            body.feed(chunk)
+        return body.result()
+    except BodyError as exc:
+        raise UserError(f"{url}: {exc}") from None
 
 
 def _http_error(profile: Any, url: str, status: int, sent_key: bool) -> str:

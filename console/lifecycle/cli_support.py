@@ -17,7 +17,7 @@ from console.lifecycle.errors import LifecycleError, LifecycleTimeout
 from console.lifecycle.manager import LifecycleManager
 from console.lifecycle.state import InstanceState
 from console.model import Phase
-from console.secrets import scrub
+from console.secrets import scrub, secret_values_in_args
 
 
 def load(args: argparse.Namespace) -> tuple[Config, EngineInstance | None]:
@@ -82,13 +82,27 @@ def refuse_if_read_only(args: argparse.Namespace, cfg: Config, action: str, name
     raise UserError(f"{action} {name}: refused in read-only mode ({why})")
 
 
+def literal_secret_warning(inst: EngineInstance) -> str:
+    """A warning when ``extra_args`` or ``command`` holds a secret written out (``--api-key sk-...``):
+    it ends up on a command line every user of the host can read. Never quotes the secret."""
+    literal = secret_values_in_args([*inst.config.extra_args, *(inst.config.command or ())])
+    if not literal:
+        return ""
+    return (f"warning: {inst.name}: extra_args/command hold a secret written out; every user of this host can read "
+            "it on the engine's command line (`ps`, `docker inspect`). Put it in an environment variable and name "
+            'that with api_key_env = "VAR"')
+
+
 def key_on_command_line_note(manager: LifecycleManager, name: str) -> str:
     """A warning when the engine takes its API key only as an argument (SGLang has no environment
-    variable for it): anyone on the host can read it in `ps` / `docker inspect`."""
+    variable for it): anyone on the host can read it in `ps` / `docker inspect`; or when the
+    configuration writes a secret out in its arguments."""
     try:
         spec = manager.launch_spec(name)
     except UserError:
         return ""
+    if warning := literal_secret_warning(manager.config.instance(name)):
+        return warning
     if not spec.key_in_argv:
         return ""
     where = "`ps` and `docker inspect`" if spec.backend == "docker" else "`ps`"

@@ -272,6 +272,16 @@ class LifecycleManager:
                 self._audit(action, slot, "failed", err.message)
             raise err from exc
 
+    def ending_with_console(self, name: str, timeout: float) -> None:
+        """``name``'s process is about to be ended by this console itself (its own process group,
+        at a lost terminal): marked stopping first, so its exit reads as the stop it is, not as a
+        failed start ("exited during loading")."""
+        slot = self._slot(name)
+        with slot.lock:
+            if slot.machine.phase not in (Phase.EXITED, Phase.FAILED):
+                slot.machine.stop_requested(timeout)  # the watcher sees the exit, as a stop
+        self._publish(slot)
+
     def check_writable(self, action: str, name: str) -> None:
         """Raise ``ActionRefused`` (audited) when ``action`` on ``name`` may not run: read-only mode.
         For callers that must know before they begin (the bench's swaps)."""

@@ -81,6 +81,10 @@ def carry_out(manager: LifecycleManager, policy: OnTerminalLoss, reason: str, de
     own = set(groups.values())
     ending = {**groups, **(also or {})}
     progress = _current = _Progress(manager.audit, policy, reason, ending)
+    # Engines whose process groups end here were stopped on purpose: their exit is no failed start.
+    for name in own & set(manager.names):
+        with contextlib.suppress(Exception):
+            manager.ending_with_console(name, max(0.1, deadline - time.monotonic()))
     # Everything gets its signal first, then the waiting is shared.
     for pgid in ending:
         with contextlib.suppress(ProcessLookupError, PermissionError):

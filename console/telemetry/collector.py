@@ -64,6 +64,23 @@ def mark_late(e: EngineSnapshot, now: float, period: float) -> EngineSnapshot:
     return replace(e, metrics_freshness=late)
 
 
+def answer_allowance(period: float) -> float:
+    """How long one collection may go unanswered before the engine's numbers stop counting as fresh:
+    a scrape takes milliseconds, so a hang shows within this, not after the probe's whole timeout."""
+    return max(1.5, period)
+
+
+def mark_unanswered(e: EngineSnapshot, now: float, asked_at: float | None, period: float) -> EngineSnapshot:
+    """``e`` marked stale while its collection begun at ``asked_at`` has gone unanswered too long."""
+    f = e.metrics_freshness
+    allowance = answer_allowance(period)
+    if asked_at is None or f.stale or now - asked_at <= allowance:
+        return e
+    waiting = Freshness(SourceState.STALE, updated_at=f.updated_at, stale_since=asked_at,
+                        reason=f"no answer within {allowance:g} s (still waiting)")
+    return replace(e, metrics_freshness=waiting)
+
+
 @dataclass(frozen=True, slots=True)
 class _Digest:
     """What one metrics payload gave, computed in a worker thread."""

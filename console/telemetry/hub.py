@@ -33,7 +33,7 @@ from console.model import (
     Phase,
     SourceState,
 )
-from console.telemetry.collector import EngineCollector, innermost, mark_late, went_stale
+from console.telemetry.collector import EngineCollector, innermost, mark_late, mark_unanswered, went_stale
 from console.telemetry.energy import EnergyMeter
 from console.telemetry.history import CHART_POINTS, History
 from console.telemetry.input_gate import GATE
@@ -89,6 +89,8 @@ class Hub:
         self._wake: asyncio.Event | None = None
         self._wakes: list[asyncio.Event] = []  # every loop's sleep; a refresh change sets them all
         self._collectors: dict[str, EngineCollector] = {}
+        # When each engine's collection in progress began (wall clock); None between collections.
+        self._asked_at: dict[str, float | None] = {}
         now = time.time()
         self._engines: dict[str, EngineSnapshot] = {
             inst.name: EngineSnapshot(
@@ -273,6 +275,7 @@ class Hub:
         last_error = ""
         while True:
             started = time.monotonic()
+            self._asked_at[c.instance.name] = time.time()
             try:
                 try:
                     # A collection that overruns its deadline is abandoned; its engine goes stale.
@@ -291,6 +294,7 @@ class Hub:
                 with self._lock:
                     gpus = self._gpu_assignment.get(c.instance.name, snap.gpus)
                     self._engines[c.instance.name] = replace(snap, gpus=gpus)
+                    self._asked_at[c.instance.name] = None
                 if not self._first_round.is_set():
                     self._collected.add(c.instance.name)
                     if len(self._collected) == len(self._collectors):
@@ -417,7 +421,8 @@ class Hub:
             engines = tuple(e if (p := self._current_pids(e)) == e.pids else replace(e, pids=p) for e in engines)
         if self._lifecycle_phase is not None:
             engines = tuple(self._with_lifecycle(e) for e in engines)
-        engines = tuple(mark_late(e, now, self._period_of(e.name)) for e in engines)
+        engines = tuple(mark_unanswered(mark_late(e, now, self._period_of(e.name)), now,
+                                        self._asked_at.get(e.name), self._period_of(e.name)) for e in engines)
         if self._gpu_kind == "simulated":
             gpus = self._simulated_gpus(engines)
             with self._lock:

@@ -43,6 +43,9 @@ class Fetched:
         if self.error:
             return self.error
         detail = _error_message(self.body)
+        code = str(self.status)
+        if detail.startswith(code) and detail[len(code):len(code) + 1] in (":", " ", ""):
+            detail = detail[len(code):].lstrip(": ")  # "302: Found" (aiohttp's bodies) says the code again
         return f"HTTP {self.status}" + (f" {detail}" if detail else "")
 
 

@@ -101,3 +101,20 @@ def test_the_manager_is_the_read_only_gate(tmp_path: Path) -> None:
     results = [(x["action"], x["result"]) for x in map(json.loads, audit.read_text().splitlines())]
     assert results[:3] == [("start", "refused"), ("stop", "refused"), ("restart", "refused")], results
     assert all(r == "refused" for a, r in results if a in ("start", "stop", "restart")), results
+
+
+def test_a_secret_written_out_in_extra_args_is_warned_about(tmp_path: Path) -> None:
+    """It would end up on a command line every user of the host can read: say so, point to
+    api_key_env, and never print the secret."""
+    secret = "sk-abcdefghijklmnop1234567890"
+    conf = tmp_path / "c.toml"
+    conf.write_text('[engines.e]\nprofile = "vllm"\nmanaged = "process"\nmodel = "m"\n'
+                    f'port = {free_port()}\nextra_args = ["--api-key", "{secret}"]\n')
+    r = _run("config", "show", "--config", str(conf))
+    assert r.returncode == 0, r.stderr
+    assert "secret written out" in r.stderr and "api_key_env" in r.stderr, r.stderr
+    assert secret not in r.stdout + r.stderr
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[engines.e]\nprofile = "vllm"\nmanaged = "process"\nmodel = "m"\n'
+                     f'port = {free_port()}\nextra_args = ["--max-model-len", "4096"]\n')
+    assert "secret" not in _run("config", "show", "--config", str(plain)).stderr

@@ -138,3 +138,18 @@ def test_the_setting_in_the_config_file() -> None:
     assert cfg.console.on_terminal_loss == "stop"
     with pytest.raises(ConfigError, match="on_terminal_loss"):
         parse_config({"console": {"on_terminal_loss": "pause"}}, "c.toml")
+
+
+def test_an_engine_ended_with_the_console_is_a_stop_not_a_failed_start(manager: LifecycleManager,
+                                                                      _state_dir: Path) -> None:
+    """The console ends its own engines' process groups at a lost terminal; while one still loads,
+    its exit used to be audited as "failed: exited during loading with exit code 0"."""
+    manager.start("sim").result(timeout=30)  # not waited for: still starting or loading
+    carry_out(manager, "keep", "the terminal hung up", time.monotonic() + 3.0)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and manager.status("sim").phase.value not in ("exited", "failed"):
+        time.sleep(0.05)
+    st = manager.status("sim")
+    assert (st.phase.value, st.ended) == ("exited", "stopped"), st.one_line()
+    exits = [e for e in AuditLog(_state_dir / "audit.log").read() if e.action == "exit"]
+    assert all(e.result != "failed" for e in exits), exits

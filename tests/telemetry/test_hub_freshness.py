@@ -63,3 +63,66 @@ def test_refresh_change_wakes_every_engine_loop() -> None:
         hub.stop()
         for s in sims:
             s.stop()
+
+
+def test_an_unanswered_collection_marks_the_numbers_stale_before_its_timeout() -> None:
+    from console.telemetry.collector import answer_allowance, mark_unanswered
+
+    fresh = _snap(NOW - 0.5)
+    assert mark_unanswered(fresh, NOW, None, 1.0) is fresh  # nothing asked
+    assert mark_unanswered(fresh, NOW, NOW - 1.0, 1.0) is fresh  # asked a second ago: a scrape may take that
+    waiting = mark_unanswered(fresh, NOW, NOW - 2.0, 1.0).metrics_freshness
+    assert waiting.stale and waiting.stale_since == NOW - 2.0 and waiting.updated_at == NOW - 0.5
+    assert "no answer within 1.5 s" in waiting.reason
+    assert answer_allowance(30.0) == 30.0  # a slow period gives its collection as long
+
+
+def test_a_hang_is_marked_while_the_collection_still_waits() -> None:
+    """The engine answers, then hangs: its numbers go stale while the scrape is still waiting (before
+    the probe's own timeout fails it), not seconds after."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    hang = threading.Event()
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if hang.is_set():
+                release.wait(30)
+                return
+            body = (b'{"object":"list","data":[{"id":"m","object":"model"}]}' if self.path.startswith("/v1/models")
+                    else b'vllm:num_requests_running{model_name="m"} 1\n')
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    hub = Hub([parse_engine_ref(f"vllm@http://127.0.0.1:{server.server_address[1]}")], refresh=1.0,
+              gpu_source="none")
+    try:
+        hub.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and hub.latest().engines[0].metrics_freshness.stale:
+            time.sleep(0.1)
+        assert not hub.latest().engines[0].metrics_freshness.stale
+        hang.set()
+        reasons: set[str] = set()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any("still waiting" in r for r in reasons):
+            f = hub.latest().engines[0].metrics_freshness
+            if f.stale:
+                reasons.add(f.reason)
+            time.sleep(0.05)
+        assert any("still waiting" in r for r in reasons), reasons
+    finally:
+        release.set()
+        hub.stop()
+        server.shutdown()
+        server.server_close()

@@ -32,7 +32,17 @@ VLLM = synth.simple("vllm:num_requests_running", "gauge", [({"model_name": "m", 
 
 class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        if self.path == "/metrics" and self.server.server_port == _Server.vllm_port:  # type: ignore[attr-defined]
+        if self.path.startswith("/away"):  # a redirect to the other server: another host's numbers
+            self.send_response(302)
+            self.send_header("Location", f"{_Server.other}/metrics")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/here":  # a redirect within the origin
+            self.send_response(301)
+            self.send_header("Location", "/metrics")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/metrics" and self.server.server_port == _Server.vllm_port:  # type: ignore[attr-defined]
             self._send(200, VLLM)
         elif self.path == "/metrics":
             if self.headers.get("Authorization") != f"Bearer {SECRET}":
@@ -56,6 +66,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server:
     vllm_port = -1
+    other = ""  # the llama.cpp-like server's URL
 
 
 @pytest.fixture
@@ -64,6 +75,7 @@ def servers() -> Iterator[tuple[str, str]]:
     vllm_srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     llama_srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     _Server.vllm_port = vllm_srv.server_port
+    _Server.other = f"http://127.0.0.1:{llama_srv.server_port}"
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (vllm_srv, llama_srv)]
     for t in threads:
         t.start()
@@ -175,3 +187,23 @@ def test_stdin_in_a_real_process_never_tracebacks() -> None:
     bad = subprocess.run(cmd, input=b"\xff\xfe\x00garbage{{{", capture_output=True, timeout=60, check=False)
     assert bad.returncode == 1
     assert b"Traceback" not in bad.stderr and bad.stderr.count(b"\n") == 1
+
+
+def test_a_redirect_to_another_host_is_not_followed(servers: tuple[str, str],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Another host's numbers are not the engine's: a cross-origin redirect is refused in one line,
+    one within the origin is followed."""
+    vllm_url, _ = servers
+    rc, out, err = _run(capsys, "--engine", "vllm", f"{vllm_url}/away")
+    assert rc == 1 and out == "", out
+    assert err.count("\n") == 1 and "redirects to another host" in err and _Server.other in err, err
+    rc, out, err = _run(capsys, "--engine", "vllm", f"{vllm_url}/here")
+    assert rc == 0 and "vllm:num_requests_running" in out, err
+
+
+def test_an_error_status_is_not_said_twice() -> None:
+    from console.telemetry.scrape import Fetched
+
+    assert Fetched(302, b"302: Found").reason() == "HTTP 302 Found"
+    assert Fetched(404, b"404 page not found").reason() == "HTTP 404 page not found"
+    assert Fetched(503, b"3000 requests queued").reason() == "HTTP 503 3000 requests queued"
