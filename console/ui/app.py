@@ -499,6 +499,13 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
             alert = next((a for a in (self.fleet.alerts if self.fleet else ()) if a.rule == rule
                           and a.engine == engine), None)
             text = explain_alert(rule, alert, profile)
+        elif metric == "phase" and snap is not None and snap.invalid:  # every figure dropped, and why
+            from console.ui.explain import explain
+
+            text = explain(metric, profile, engine_name=engine or "", simulated=self.options.simulated)
+            text.append("\nInvalid data, shown as n/a (outside its physical range):\n", style="bold")
+            for figure in snap.invalid:
+                text.append(f"  {figure.describe()}\n")
         elif metric == "tokens_per_joule":  # with this engine's figures and why it is an estimate
             from console.ui.explain_rows import explain_key
 

@@ -326,8 +326,15 @@ def problem(e: EngineSnapshot, now: float) -> str:
     if mst and not (parts and e.metrics_freshness.reason and e.metrics_freshness.reason in parts[0]):
         parts.append(f"metrics {mst}")
     if e.invalid:
-        parts.append("invalid data, shown as n/a: " + ", ".join(f.describe() for f in e.invalid))
+        parts.append(invalid_summary(e))
     return "; ".join(parts)
+
+
+def invalid_summary(e: EngineSnapshot, shown: int = 2) -> str:
+    """'invalid data, shown as n/a: kv_usage 1e+308 outside 0-1, running ... (+21 more; e lists them)'."""
+    head = ", ".join(f.describe() for f in e.invalid[:shown])
+    more = len(e.invalid) - shown
+    return f"invalid data, shown as n/a: {head}" + (f" (+{more} more; e on health lists them)" if more > 0 else "")
 
 
 def _lifecycle_problem(e: EngineSnapshot, v: LifecycleView, now: float) -> str:
