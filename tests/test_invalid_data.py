@@ -257,3 +257,16 @@ async def test_console_stays_alive_on_finite_extremes() -> None:
                 assert [e for e in app.fleet.engines if e.invalid], [e.phase for e in app.fleet.engines]
         finally:
             hub.stop()
+
+
+def test_the_attention_line_names_two_figures_and_counts_the_rest() -> None:
+    from console.model import EngineSnapshot, Phase
+    from console.ui import format as fmt
+
+    m = plausible.check(ModelMetrics(model="m", running=1e308, waiting=-1.0, kv_usage=2.0, prefix_hit_rate=3.0))
+    e = EngineSnapshot(name="e", profile="vllm", url="http://127.0.0.1:1", taken_at=0.0, phase=Phase.READY,
+                       reachable=True, total=m)
+    assert fmt.is_sick(e) and fmt.phase(e).plain == "▲ bad data"
+    line = fmt.problem(e, 0.0)
+    assert line == ("invalid data, shown as n/a: running 1e+308 outside 0-1e+07, waiting -1 outside 0-1e+07 "
+                    "(+2 more; e on health lists them)"), line
