@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     gpu_source = args.gpus or cfg.console.gpu_source
     req = BundleRequest(instances=instances, window=Window.last(last, now), dest=dest,
                         snapshot=lambda: _fresh_snapshot(instances, gpu_source),
-                        recording_dir=Path(args.recording or cfg.console.recording_dir or default_recording_dir()
-                                           ).expanduser(),
+                        recording_dir=(Path(args.recording) if args.recording
+                                       else default_recording_dir(cfg.console.recording_dir)).expanduser(),
                         log_lines=args.log_lines)  # fmt: skip
     try:
         result = make_bundle(req)
