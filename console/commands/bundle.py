@@ -76,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if args.log_lines < 0:
         raise UserError("--log-lines must be >= 0")
     try:
-        cfg = load_config(args.config)
+        from console.lifecycle.running import with_running
+
+        cfg = with_running(load_config(args.config))  # a running demo's engines by name, as `ps` lists them
         instances = selected_instances(cfg, args.engine, api_key_env=args.api_key_env)
     except UserError as exc:
         print(f"enginedeck: {exc.message}", file=sys.stderr)

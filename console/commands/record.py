@@ -40,13 +40,14 @@ def run(args: argparse.Namespace) -> int:
 
     from console.config import load_config, selected_instances
     from console.errors import UserError
+    from console.lifecycle.running import with_running
     from console.recording import RecordingError, RecordingWriter, default_recording_dir
     from console.recording.recorder import Recorder
     from console.secrets import Scrubber, instance_secrets
     from console.telemetry.hub import Hub
     from console.timespec import parse_duration, parse_size
 
-    cfg = load_config(args.config)
+    cfg = with_running(load_config(args.config))  # a running demo's engines by name, as `ps` lists them
     try:
         retain = parse_duration(args.retain or cfg.console.record_retain)
         max_bytes = parse_size(args.max_size or cfg.console.record_max_size)
