@@ -112,7 +112,10 @@ def _fresh_snapshot(instances: list[Any], gpu_source: Any) -> Any:
 
     if not instances:
         return None
-    hub = Hub(instances, refresh=1.0, gpu_source=gpu_source)
+    from console.alerts.evaluate import evaluator_for
+
+    # The rules the console evaluates: the bundle's snapshot carries their verdicts as status --json does.
+    hub = Hub(instances, refresh=1.0, gpu_source=gpu_source, alerts=evaluator_for(instances))
     hub.start()
     try:
         hub.wait_published(timeout=SNAPSHOT_WAIT_S)
