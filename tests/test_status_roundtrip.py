@@ -30,6 +30,7 @@ from console.model import (
     GpuSnapshot,
     HostSnapshot,
     HostView,
+    InvalidFigure,
     KvTransfer,
     LifecycleView,
     LoraState,
@@ -122,6 +123,7 @@ def full_snapshot() -> FleetSnapshot:
         kv_transfer=KvTransfer(bytes_per_s=123456.5, link_gb_s=12.5, latency_s=0.0042,
                                failures_per_s=_rates(0.125)),
         lora=LoraState(running=2.0, waiting=1.0, slots_used=2.0, slots_total=4.0),
+        invalid=(InvalidFigure(field="kv_usage_mean", value=1e308, allowed="0-1"),),
     )  # fmt: skip
     fresh = Freshness(SourceState.STALE, updated_at=T - 3, stale_since=T - 2, reason="timed out")
     engine = EngineSnapshot(
