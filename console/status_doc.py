@@ -288,6 +288,7 @@ def alert_doc(a: Alert) -> dict[str, Any]:
         "values": {name: _round(v) for name, v in a.values},
         "note": a.note,
         "runbook": a.runbook,
+        "clears_at": a.clears_at,
     }
 
 

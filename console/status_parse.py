@@ -279,7 +279,7 @@ def alerts_from(doc: Doc) -> tuple[Alert, ...]:
             Alert(rule=a["rule"], engine=a["engine"], severity=a["severity"], state=AlertState(a["state"]),
                   summary=a["summary"], since=_f(a["since"]), value=_f(a["value"]), condition=a["condition"],
                   values=tuple((k, _f(v)) for k, v in (a.get("values") or {}).items()),
-                  runbook=a.get("runbook") or "", note=a.get("note") or "")
+                  runbook=a.get("runbook") or "", note=a.get("note") or "", clears_at=_f(a.get("clears_at")))
             for a in doc.get("alerts") or ()
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

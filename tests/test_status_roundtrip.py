@@ -149,7 +149,8 @@ def full_snapshot() -> FleetSnapshot:
                         load_avg=(1.0, 0.5, 0.25), hostname="box", freshness=fresh)
     alert = Alert(rule="kv_pressure", engine="gpu1/vllm-a", severity="warning", state=AlertState.FIRING,
                   summary="KV cache nearly full", since=T - 60, value=0.97, condition="kv_usage >= 0.95",
-                  values=(("kv_usage", 0.97), ("waiting", None)), runbook="docs/alerts.md#kv", note="snapped")
+                  values=(("kv_usage", 0.97), ("waiting", None)), runbook="docs/alerts.md#kv", note="snapped",
+                  clears_at=T + 42)
     view = HostView(name="gpu1", destination="user@gpu1:2222", freshness=fresh, last_doc_at=T - 1.5, host=host,
                     engines=1, kind="ssh")
     views = (view, replace(view, name="k8s", destination="https://127.0.0.1:6443", kind="kubernetes"),
