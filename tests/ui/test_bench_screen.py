@@ -77,3 +77,17 @@ def test_the_saved_markdown_says_client_server_ttft_can_be_negative() -> None:
     row = next(line for line in md.splitlines() if line.startswith("| client-server TTFT p50"))
     # The engine's p50 comes from histogram buckets: the name carries the ± of that estimate.
     assert row.startswith("| client-server TTFT p50 (ms, ±bucket) | ") and "| -45.38 |" in row
+
+
+async def test_the_log_still_ends_with_done_after_a_resize(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _bench(app, pilot)
+        screen._progress = list(RUN_LOG)
+        screen._on_done(demo_doc())
+        await _settle(pilot)
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause(0.2)
+        await _settle(pilot)
+        visible = _visible_lines(screen.query_one("#bench-progress", Static))
+        assert visible and visible[-1].startswith("done · B/A"), visible

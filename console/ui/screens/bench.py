@@ -105,8 +105,11 @@ class BenchScreen(DeckScreen):
         missing = [n for n in names if n not in known]
         if not names or missing:
             raise ValueError(f"unknown engine(s): {', '.join(missing) or '(none given)'}; known: {', '.join(known)}")
-        conc = sorted({int(x) for x in val("bench-conc").split(",") if x.strip()})
-        n, il, ol = int(val("bench-n")), int(val("bench-in")), int(val("bench-out"))
+        try:
+            conc = sorted({int(x) for x in val("bench-conc").split(",") if x.strip()})
+            n, il, ol = int(val("bench-n")), int(val("bench-in")), int(val("bench-out"))
+        except ValueError:
+            raise ValueError("concurrency, prompts and lengths must be whole numbers") from None
         if not conc or min(conc) < 1 or n < 1 or il < 1 or ol < 1:
             raise ValueError("concurrency, prompts and lengths must be >= 1")
         workload = WorkloadSpec(kind=val("bench-workload") or "random", input_len=il, output_len=ol)
@@ -214,7 +217,8 @@ class BenchScreen(DeckScreen):
 
     def on_resize(self) -> None:
         if self._progress:
-            self._show_progress()
+            # After the layout for the new size (80x24 caps the log's rows) is applied.
+            self.call_after_refresh(self._show_progress)
 
     @on(BenchStopped)
     def _on_failed(self, message: BenchStopped) -> None:
