@@ -474,7 +474,10 @@ class Alert:
     condition: str = ""  # e.g. "kv_usage >= 0.95 (clears at 0.9)"
     values: tuple[tuple[str, float | None], ...] = ()  # every condition's signal and its value now
     runbook: str = ""
-    note: str = ""  # e.g. an SLO threshold snapped to a bucket boundary
+    note: str = ""  # e.g. an SLO threshold snapped to a bucket boundary; "stopped by you"
+    # Firing, but a condition no longer holds at its clear threshold: it resolves at this time
+    # (wall clock) unless the condition comes back first. None otherwise.
+    clears_at: float | None = None
 
     @property
     def active(self) -> bool:

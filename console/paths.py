@@ -42,6 +42,7 @@ def private_dir(path: Path) -> Path:
 
 def recordings_dir() -> Path:
     """Recordings (``enginedeck record``, the console's REC): ``$ENGINEDECK_RECORDING_DIR`` or
-    ``recordings`` in the state dir; ``[console] recording_dir`` overrides it."""
+    ``recordings`` in the state dir (``console.recording.default_recording_dir`` puts ``[console]
+    recording_dir`` between the two)."""
     env = os.environ.get("ENGINEDECK_RECORDING_DIR")
     return Path(env) if env else state_dir() / "recordings"

@@ -19,6 +19,7 @@ from console.model import (
     GpuSnapshot,
     HostSnapshot,
     HostView,
+    LifecycleView,
     ModelMetrics,
     Quantiles,
     Rates,
@@ -144,6 +145,22 @@ def energy_doc(v: EnergyView | None) -> dict[str, Any] | None:
     }
 
 
+def lifecycle_doc(v: LifecycleView | None) -> dict[str, Any] | None:
+    """What engine control said of a managed engine (docs/status-json.md, LIFECYCLE): a replay and a
+    remote host show a stop you made as one, not as a refused connection."""
+    if v is None:
+        return None
+    return {
+        "phase": v.phase.value,
+        "detail": v.detail or None,
+        "ended": v.ended or None,
+        "exit_code": v.exit_code,
+        "oom_killed": v.oom_killed,
+        "since": v.since,
+        "countdown": v.countdown,
+    }
+
+
 def engine_doc(e: EngineSnapshot) -> dict[str, Any]:
     total = e.total
     return {
@@ -173,6 +190,7 @@ def engine_doc(e: EngineSnapshot) -> dict[str, Any]:
         "host": e.host or None,  # the [hosts.NAME] it runs on; null: this machine
         "source": e.source or None,  # the [sources.NAME] (Prometheus) it is read from; null: none
         "role": e.role or None,  # prefill / decode (from the source's role label); null: unknown
+        "lifecycle": lifecycle_doc(e.lifecycle),  # managed engines: engine control's phase and how it ended
     }
 
 
@@ -203,6 +221,7 @@ def gpu_doc(g: GpuSnapshot, engines: tuple[EngineSnapshot, ...] = ()) -> dict[st
         "mem_clock_mhz": g.mem_clock_mhz,
         "ecc_errors": g.ecc_errors,
         "xid_errors": list(g.xid_errors),
+        "throttle_reasons": None if g.throttle_reasons is None else list(g.throttle_reasons),
         "engines": gpu_owners(g, engines),
         "energy_mj": g.energy_mj,
         "energy_source": g.energy_source or None,
@@ -265,6 +284,7 @@ def host_view_doc(h: HostView, now: float) -> dict[str, Any]:
         "kubernetes": h.destination if kube else None,
         "state": h.freshness.state.value,
         "reason": h.freshness.reason or None,
+        "freshness": freshness_doc(h.freshness),  # state and reason again, with when it went stale
         "last_document_age_s": None if age is None else round(age, 3),
         "engines": h.engines,
         "host": host_doc(h.host),
@@ -285,6 +305,7 @@ def alert_doc(a: Alert) -> dict[str, Any]:
         "values": {name: _round(v) for name, v in a.values},
         "note": a.note,
         "runbook": a.runbook,
+        "clears_at": a.clears_at,
     }
 
 

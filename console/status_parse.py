@@ -1,9 +1,11 @@
 """The inverse of ``status_doc``: an ``enginedeck.status/2`` document back into a ``FleetSnapshot``.
 
-A replay shows recorded documents on the normal screens, which read snapshots. What the document
-does not hold (raw series, counters, lifecycle details, per-part ``taken_at``) comes back empty or
-as the document's own ``taken_at``; everything it holds comes back so that ``status_doc`` of the
-result is the document again (tested as a round trip). A document of another schema, or one that
+A replay and a remote host show documents on the normal screens, which read snapshots. Every field
+the screens show comes back (energy, speculative decoding, KV transfer, LoRA, engine control's
+lifecycle view, alerts), so a replay or a remote engine reads as the live console did; tested field
+by field in tests/test_status_roundtrip.py. What the document does not hold (raw series, counters,
+the cumulative TTFT histogram the alert rules read, per-part ``taken_at``) comes back empty or as
+the document's own ``taken_at``. A document of another schema, or one that
 is not shaped like ours, raises ``DocumentError`` with what is wrong.
 """
 
@@ -11,12 +13,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from console import plausible
 from console.model import (
     Alert,
     AlertState,
+    EnergyView,
     EngineIdentity,
     EngineSnapshot,
     FleetSnapshot,
@@ -27,11 +31,15 @@ from console.model import (
     HostSnapshot,
     HostView,
     InvalidFigure,
+    KvTransfer,
+    LifecycleView,
+    LoraState,
     ModelMetrics,
     Phase,
     Quantiles,
     Rates,
     SourceState,
+    SpecDecode,
 )
 from console.status_doc import SCHEMA
 
@@ -68,6 +76,48 @@ def freshness_from(d: Doc) -> Freshness:
                      stale_since=_f(d["stale_since"]), reason=d["reason"] or "")
 
 
+def spec_from(d: Doc | None) -> SpecDecode | None:
+    if d is None:
+        return None
+    return SpecDecode(acceptance_rate=_f(d["acceptance_rate"]), acceptance_length=_f(d["acceptance_length"]),
+                      draft_share=_f(d["draft_share"]), window=d["window"],
+                      per_position=tuple(_nan(v) for v in d["per_position"]))
+
+
+def kv_transfer_from(d: Doc | None) -> KvTransfer | None:
+    if d is None:
+        return None
+    return KvTransfer(bytes_per_s=_f(d["bytes_per_s"]), link_gb_s=_f(d["link_gb_s"]), latency_s=_f(d["latency_s"]),
+                      failures_per_s=rates_from(d["failures_per_s"]))
+
+
+def lora_from(d: Doc | None) -> LoraState | None:
+    if d is None:
+        return None
+    return LoraState(running=_f(d["running"]), waiting=_f(d["waiting"]), slots_used=_f(d["slots_used"]),
+                     slots_total=_f(d["slots_total"]))
+
+
+def energy_from(d: Doc | None) -> EnergyView | None:
+    if d is None:
+        return None
+    return EnergyView(
+        joules=_f(d["joules"]), window_s=_f(d["window_s"]), power_w=_f(d["power_w"]),
+        tokens_per_joule=_f(d["tokens_per_joule"]), total_tokens_per_joule=_f(d["total_tokens_per_joule"]),
+        joules_per_1k_output=_f(d["joules_per_1k_output_tokens"]), idle_w=_f(d["idle_w"]), busy_w=_f(d["busy_w"]),
+        total_joules=_f(d["total_joules"]), source=d["source"] or "", attribution=d["attribution"],
+        reason=d["reason"] or "", gpus=tuple(int(g) for g in d["gpus"]), simulated=bool(d["simulated"]),
+    )
+
+
+def lifecycle_from(d: Doc | None) -> LifecycleView | None:
+    if d is None:
+        return None
+    return LifecycleView(phase=Phase(d["phase"]), detail=d["detail"] or "", ended=d["ended"] or "",
+                         exit_code=_i(d["exit_code"]), oom_killed=bool(d["oom_killed"]), since=_f(d["since"]),
+                         countdown=_i(d["countdown"]))
+
+
 def model_from(d: Doc) -> ModelMetrics:
     """A model's figures from a document, checked again: an older or foreign writer may not have."""
     return plausible.check(ModelMetrics(
@@ -91,6 +141,10 @@ def model_from(d: Doc) -> ModelMetrics:
         e2e=quantiles_from(d["e2e_s"]),
         queue_time=quantiles_from(d["queue_time_s"]),
         invalid=tuple(_invalid_from(f) for f in d.get("invalid") or ()),
+        # Documents from before these were recorded lack the keys: no panel, as then.
+        spec=spec_from(d.get("spec_decode")),
+        kv_transfer=kv_transfer_from(d.get("kv_transfer")),
+        lora=lora_from(d.get("lora")),
     ))
 
 
@@ -124,6 +178,8 @@ def engine_from(d: Doc, taken_at: float) -> EngineSnapshot:
         host=d.get("host") or "",
         source=d.get("source") or "",
         role=d.get("role") or "",
+        energy=energy_from(d.get("energy")),
+        lifecycle=lifecycle_from(d.get("lifecycle")),
     )
 
 
@@ -144,10 +200,15 @@ def gpu_from(d: Doc, taken_at: float) -> GpuSnapshot:
         mem_clock_mhz=_i(d["mem_clock_mhz"]),
         ecc_errors=_i(d["ecc_errors"]),
         xid_errors=tuple(int(x) for x in d["xid_errors"]),
+        throttle_reasons=None if d.get("throttle_reasons") is None else tuple(d["throttle_reasons"]),
         processes=tuple(GpuProcess(pid=int(p["pid"]), used_bytes=_i(p["used_bytes"]), name=p["name"],
                                    container=p["container"], engine=p["engine"]) for p in d["processes"]),
         simulated=bool(d["simulated"]),
         host=d.get("host") or "",
+        energy_mj=_f(d.get("energy_mj")),
+        energy_source=d.get("energy_source") or "",
+        mig=d.get("mig"),
+        energy=energy_from(d.get("energy")),
     )
 
 
@@ -180,12 +241,14 @@ def host_from(d: Doc | None, taken_at: float) -> HostSnapshot | None:
 
 def host_view_from(d: Doc, taken_at: float) -> HostView:
     age = _f(d["last_document_age_s"])
-    reason = d["reason"] or ""
-    stale_since = None if d["state"] == SourceState.OK.value else taken_at
     kind = d.get("kind") or "ssh"
-    return HostView(name=d["name"], destination=(d.get("prometheus") if kind == "prometheus" else d["ssh"]) or "",
-                    kind=kind,
-                    freshness=Freshness(SourceState(d["state"]), stale_since=stale_since, reason=reason),
+    if d.get("freshness") is not None:
+        fresh = freshness_from(d["freshness"])
+    else:  # documents from before the host's freshness was recorded
+        stale_since = None if d["state"] == SourceState.OK.value else taken_at
+        fresh = Freshness(SourceState(d["state"]), stale_since=stale_since, reason=d["reason"] or "")
+    dest = {"prometheus": d.get("prometheus"), "kubernetes": d.get("kubernetes")}.get(kind, d["ssh"])
+    return HostView(name=d["name"], destination=dest or "", kind=kind, freshness=fresh,
                     last_doc_at=None if age is None else taken_at - age, host=host_from(d.get("host"), taken_at),
                     engines=int(d.get("engines") or 0))
 
@@ -197,7 +260,7 @@ def snapshot_from_doc(doc: Doc) -> FleetSnapshot:
         raise DocumentError(f"not an {SCHEMA} document (schema {schema!r})")
     try:
         t = float(doc["taken_at"])
-        return FleetSnapshot(
+        snap = FleetSnapshot(
             taken_at=t,
             engines=tuple(engine_from(e, t) for e in doc["engines"]),
             gpus=gpus_from(doc["gpus"], t),
@@ -206,6 +269,7 @@ def snapshot_from_doc(doc: Doc) -> FleetSnapshot:
         )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise DocumentError(f"malformed {SCHEMA} document: {type(exc).__name__}: {exc}") from None
+    return replace(snap, alerts=alerts_from(doc))
 
 
 def alerts_from(doc: Doc) -> tuple[Alert, ...]:
@@ -215,7 +279,7 @@ def alerts_from(doc: Doc) -> tuple[Alert, ...]:
             Alert(rule=a["rule"], engine=a["engine"], severity=a["severity"], state=AlertState(a["state"]),
                   summary=a["summary"], since=_f(a["since"]), value=_f(a["value"]), condition=a["condition"],
                   values=tuple((k, _f(v)) for k, v in (a.get("values") or {}).items()),
-                  runbook=a.get("runbook") or "", note=a.get("note") or "")
+                  runbook=a.get("runbook") or "", note=a.get("note") or "", clears_at=_f(a.get("clears_at")))
             for a in doc.get("alerts") or ()
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -19,6 +19,8 @@ def test_status_with_no_engine_configured_exits_1_with_one_line(
 ) -> None:
     # A config directory with no config file (a cron job pointing at the wrong place).
     monkeypatch.setenv("ENGINEDECK_CONFIG_DIR", str(tmp_path / "nowhere"))
+    # No running engines either: a demo running on this machine would be reported (docs/engine-names.md).
+    monkeypatch.setenv("ENGINEDECK_STATE_DIR", str(tmp_path / "state"))
     for json_flag in ([], ["--json"]):
         code = main(["status", "--sample", "0", "--gpus", "none", *json_flag])
         out, err = capsys.readouterr()

@@ -3,8 +3,10 @@
 States (``console.model.AlertState``): a rule's conditions all hold -> ``pending``; held for the
 rule's ``for`` seconds -> ``firing``; then, once a condition fails at its *clear* threshold for
 ``clear_for`` seconds -> ``resolved`` (kept on show for ``RESOLVED_SHOWN_S``, then ``ok``). Pending
-that stops holding goes back to ``ok`` without a resolve. The two thresholds and the clear hold are
-the hysteresis: noise around the firing threshold neither fires twice nor resolves early.
+that stops holding goes back to ``ok`` without a resolve. An engine you stop (or are stopping)
+resolves what fired at once, with the note "stopped by you", and enters nothing while stopped.
+The two thresholds and the clear hold are the hysteresis: noise around the firing threshold
+neither fires twice nor resolves early.
 
 No verdict (a signal is ``None``: not live, too little traffic or history) changes nothing: a
 pending alert does not progress, a firing one does not start clearing. Time is the snapshot's
@@ -19,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from console.alerts.signals import SIGNALS, EngineMemory, Slo
-from console.model import Alert, AlertState, EngineSnapshot, FleetSnapshot
+from console.model import Alert, AlertState, EngineSnapshot, FleetSnapshot, Phase
 
 if TYPE_CHECKING:
     from console.alerts.rules import Rule
@@ -34,6 +36,16 @@ class _Track:
     since: float | None = None
     entered: float = 0.0
     clear_since: float | None = None
+    by_stop: bool = False  # resolved because the user stopped the engine
+
+
+STOPPED_BY_YOU = "stopped by you"
+
+
+def stopped_by_user(e: EngineSnapshot) -> bool:
+    """A managed engine being stopped, or stopped, on request: its alerts are over, not its fault."""
+    lc = e.lifecycle
+    return lc is not None and (lc.phase is Phase.STOPPING or (lc.phase is Phase.EXITED and lc.ended == "stopped"))
 
 
 class AlertEvaluator:
@@ -100,21 +112,35 @@ class AlertEvaluator:
         unknown = any(v is None for _, _, v in stay_vals)
         stay = not unknown and all(c.holds(v, True, at_finish and s.at_finish_sensitive)
                                    for c, s, v in stay_vals if v is not None)
-        self._step(tr, rule, now, enter, stay, unknown)
+        if stopped_by_user(e):
+            # You stopped it: what fired resolves now (and says why), nothing new enters.
+            if tr.state is AlertState.FIRING:
+                tr.state, tr.since, tr.clear_since, tr.by_stop = AlertState.RESOLVED, now, None, True
+            elif tr.state is AlertState.PENDING:
+                tr.state, tr.since = AlertState.OK, now
+            self._step(tr, rule, now, enter=False, stay=False, unknown=True)
+        else:
+            self._step(tr, rule, now, enter, stay, unknown)
         state = tr.state
         if state is AlertState.OK and values[0] is None:
             state = AlertState.NO_DATA
         note = mem.ttft_snap_note if slo is not None else ""
+        if tr.by_stop and state is AlertState.RESOLVED:
+            note = STOPPED_BY_YOU
+        clears_at = None
+        if state is AlertState.FIRING and tr.clear_since is not None:
+            clears_at = tr.clear_since + rule.clear_for
         return Alert(rule=rule.id, engine=e.name, severity=base.severity, state=state, summary=rule.summary,
                      since=tr.since, value=values[0], condition=self._text(rule, at_finish), note=note,
                      values=tuple((c.signal, v) for c, v in zip(rule.when, values, strict=True)),
-                     runbook=rule.runbook)
+                     runbook=rule.runbook, clears_at=clears_at)
 
     @staticmethod
     def _step(tr: _Track, rule: Rule, now: float, enter: bool, stay: bool, unknown: bool) -> None:
         if tr.state in (AlertState.OK, AlertState.RESOLVED):
             if enter:
                 tr.state, tr.since, tr.entered, tr.clear_since = AlertState.PENDING, now, now, None
+                tr.by_stop = False
             elif tr.state is AlertState.RESOLVED and tr.since is not None and now - tr.since >= RESOLVED_SHOWN_S:
                 tr.state, tr.since = AlertState.OK, now
         if tr.state is AlertState.PENDING:

@@ -4,7 +4,9 @@ One group per engine profile (``enginedeck-vllm``, ...), holding each rule whose
 maps, plus a ``enginedeck-gpu`` group on NVIDIA DCGM exporter names. Every series is aggregated
 ``by (instance)`` before conditions are joined ``and on (instance)`` (summing both sides before a
 division avoids llm-d-router's vector-matching pitfall). Old and new raw names of one metric are
-joined with ``or``. The console's clear thresholds have no PromQL form; a rule's ``clear_for`` becomes
+joined with ``or``. A signal that needs history (a burn rate over hours, a prefix-hit baseline) is
+guarded by ``signals.min_history_s``, as in the console: no alert before its series has been there that
+long. The console's clear thresholds have no PromQL form; a rule's ``clear_for`` becomes
 ``keep_firing_for`` (Prometheus 2.42 and newer). A TTFT SLO threshold must be one of the engine's
 histogram bucket bounds (``le``): the console snaps it, a rules file cannot.
 The output is YAML written by hand (strings JSON-quoted, which YAML reads as they are).
@@ -19,11 +21,12 @@ from console.alerts.rules import Condition, Rule
 from console.alerts.signals import (
     BASELINE_OFFSET_S,
     BASELINE_S,
+    MIN_BASELINE_HIT,
     MIN_PREFIX_TOKENS_PER_S,
     MIN_REQUESTS_FOR_RATIO,
-    RESTART_PAUSE_S,
     SIGNALS,
     SLO_WINDOWS,
+    min_history_s,
 )
 from console.profiles import EngineProfile, MetricMapping
 
@@ -81,6 +84,14 @@ def rate(p: EngineProfile, canonical: str, window: str, fn: str = "rate", offset
     return first
 
 
+def _history_guard(p: EngineProfile, canonical: str, signal: str) -> str:
+    """PromQL that holds once the canonical counter's series has been there ``min_history_s(signal)``
+    seconds: the console gives no verdict before that, so the exported rule may not fire either."""
+    m = p.metrics.map[canonical]
+    suffix = "_count" if m.kind == "histogram" else _counter_suffix(m)
+    return _any_name(m, "{} offset " + _secs(min_history_s(signal)), suffix)
+
+
 def _cmp(expr: str, c: Condition, at_finish: bool = False) -> str:
     return f"({expr}) {c.op} {c.threshold(False, at_finish):g}"
 
@@ -100,18 +111,22 @@ def condition(p: EngineProfile, rule: Rule, c: Condition, jobs: Mapping[str, str
         return f"({gauge(p, 'running')} > 0) and on ({BY}) ({rate(p, 'generation_tokens', _secs(t), 'increase')} == 0)"
     if s == "prefix_hit_vs_baseline":
         base, off = _secs(BASELINE_S), _secs(BASELINE_OFFSET_S)
-        if "prefix_hits" in p.metrics.map and "prefix_queries" in p.metrics.map:
+        settle = _secs(min_history_s(s))
+        counter = "prefix_queries" if "prefix_hits" in p.metrics.map and "prefix_queries" in p.metrics.map else (
+            "prompt_tokens")
+        if counter == "prefix_queries":
             now = f"{rate(p, 'prefix_hits', '1m')} / {rate(p, 'prefix_queries', '1m')}"
             then = f"{rate(p, 'prefix_hits', base, offset=off)} / {rate(p, 'prefix_queries', base, offset=off)}"
-            traffic = rate(p, "prefix_queries", "1m")
-            restart = rate(p, "prefix_queries", _secs(RESTART_PAUSE_S), "resets")
         else:
             now = gauge(p, "prefix_hit_rate_gauge")
             then = _any_name(p.metrics.map["prefix_hit_rate_gauge"], f"avg_over_time({{}}[{base}] offset {off})")
-            traffic = rate(p, "prompt_tokens", "1m")
-            restart = rate(p, "prompt_tokens", _secs(RESTART_PAUSE_S), "resets")
+        traffic = rate(p, counter, "1m")
+        # The console's guards (signals.py): enough traffic, a baseline worth dropping from, and no
+        # verdict until the baseline covers enough time since the engine (re)started.
+        restart = rate(p, counter, settle, "resets")
         return (f"(({now}) / ({then})) {c.op} {c.value:g} and on ({BY}) ({traffic} >= {MIN_PREFIX_TOKENS_PER_S:g})"
-                f" and on ({BY}) ({restart} == 0)")
+                f" and on ({BY}) (({then}) >= {MIN_BASELINE_HIT:g})"
+                f" and on ({BY}) ({_history_guard(p, counter, s)}) and on ({BY}) ({restart} == 0)")
     if s.startswith("ttft_slo_burn_"):
         assert rule.slo is not None
         w = _secs(SLO_WINDOWS[s.removeprefix("ttft_slo_burn_")])
@@ -119,7 +134,8 @@ def condition(p: EngineProfile, rule: Rule, c: Condition, jobs: Mapping[str, str
         le = repr(float(rule.slo.ttft_s))
         good = _any_name(m, f"rate({{}}[{w}])", "_bucket", f'le="{le}"')
         total = _any_name(m, f"rate({{}}[{w}])", "_count")
-        return _cmp(f"(1 - {good} / {total}) / {1 - rule.slo.objective:g}", c)
+        return _cmp(f"(1 - {good} / {total}) / {1 - rule.slo.objective:g}", c) + (
+            f" and on ({BY}) ({_history_guard(p, 'ttft', s)})")
     if s == "error_ratio":
         guard = f"{rate(p, 'requests_finished', '1m', 'increase')} >= {MIN_REQUESTS_FOR_RATIO:g}"
         return _cmp(f"{rate(p, 'requests_failed', '1m')} / {rate(p, 'requests_finished', '1m')}", c) + (

@@ -50,6 +50,26 @@ INTENDED_DOWN = frozenset({Phase.PULLING, Phase.CREATING, Phase.STARTING, Phase.
                            Phase.EXITED, Phase.UNKNOWN})
 
 
+
+
+def min_history_s(signal: str) -> float:
+    """How long an engine's series must have been there before ``signal`` has a value (0: at once).
+
+    The one definition of when a history-bound rule may fire: the console's evaluator holds back
+    its verdict this long, and the exported Prometheus rules carry it as a guard
+    (``console/alerts/export.py``), so neither fires before the other.
+    """
+    if signal.startswith("ttft_slo_burn_"):
+        # A window may be shorter than asked while history builds up, not below a twelfth of it.
+        return max(60.0, SLO_WINDOWS[signal.removeprefix("ttft_slo_burn_")] / 12.0)
+    if signal == "prefix_hit_vs_baseline":
+        # The baseline ends BASELINE_OFFSET_S ago and must cover BASELINE_MIN_COVER_S since the start.
+        return max(RESTART_PAUSE_S, BASELINE_OFFSET_S + BASELINE_MIN_COVER_S)
+    if signal == "waiting_growth_30s":
+        return 30.0
+    return 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class Slo:
     ttft_s: float
@@ -180,7 +200,7 @@ class EngineMemory:
         m = self.m
         if m is None or m.prefix_hit_rate is None or self._live_since is None:
             return None
-        if self.now - self._live_since < RESTART_PAUSE_S:
+        if self.now - self._live_since < min_history_s("prefix_hit_vs_baseline"):
             return None
         rate = self._traffic()
         if rate is None or rate < MIN_PREFIX_TOKENS_PER_S:
@@ -196,15 +216,16 @@ class EngineMemory:
             return None
         return m.prefix_hit_rate / baseline
 
-    def ttft_burn(self, window: float, slo: Slo | None) -> float | None:
+    def ttft_burn(self, window_name: str, slo: Slo | None) -> float | None:
         if self.m is None or slo is None or not self._ttft:
             return None
+        window = SLO_WINDOWS[window_name]
         t1, (bounds, cur) = self.now, self.m.ttft_cumulative
         base = _at_or_before(self._ttft, self.now - window) or self._ttft[0]
         t0, (b0, old) = base
         # The window may be shorter than asked while history builds up (as Prometheus' rate over
         # what exists), but not below a twelfth of it: a 6 h burn on one minute of data is noise.
-        if t1 - t0 < max(60.0, window / 12.0) or b0 != bounds:
+        if t1 - t0 < min_history_s(f"ttft_slo_burn_{window_name}") or b0 != bounds:
             return None
         idx, snapped = snap_bound(bounds, slo.ttft_s)
         self.ttft_snap_note = "" if snapped == slo.ttft_s else (
@@ -295,7 +316,7 @@ def _burn(window: str) -> Signal:
     return Signal(
         f"ttft_slo_burn_{window}", (("ttft",),), "x budget",
         f"(1 - Δttft_bucket{{le=T}} / Δttft_count over {window}) / (1 - objective); T snapped down to a "
-        "bucket boundary", lambda mem, slo: mem.ttft_burn(SLO_WINDOWS[window], slo), needs_slo=True)
+        "bucket boundary", lambda mem, slo: mem.ttft_burn(window, slo), needs_slo=True)
 
 
 SIGNALS: dict[str, Signal] = {s.name: s for s in (

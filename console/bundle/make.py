@@ -195,6 +195,7 @@ class _Run:
                 lines = facts.data
                 if lines is None:
                     self.bundle.add_text(f"{d}/log.txt", f"(no log: {facts.note})\n")
+                    self.summaries[inst.name]["log_note"] = facts.note
             if lines is not None:
                 self.bundle.add_text(f"{d}/log.txt", "\n".join(lines) + ("\n" if lines else ""))
                 # The summary shows the scrubbed tail, as written.
@@ -321,11 +322,13 @@ class _Run:
                 phase=e.phase.value if e else "unknown", detail=e.health_detail if e else "",
                 version=e.identity.version if e else None, models=e.identity.models if e else (),
                 figures=_figures(e) if e else "", launch=s.get("launch"), log=s.get("log", ()),
-                log_path=s.get("log_path", ""), notes=tuple(s.get("notes", ())),
+                log_path=s.get("log_path", ""), log_note=s.get("log_note", ""), notes=tuple(s.get("notes", ())),
             ))  # fmt: skip
+        alerts = [(a.engine, a.rule, a.severity, a.state.value, a.summary)
+                  for a in (snap.alerts if snap is not None else ()) if a.state.value in ("pending", "firing")]
         return SummaryInput(host=host, created_at=created, window=self.req.window, archive_name=self.req.dest.name,
                             recording_note=rec.note, environment=env, gpus=gpus, engines=engines,
-                            simulated_gpus=simulated, failures=self.failures)  # fmt: skip
+                            simulated_gpus=simulated, failures=self.failures, alerts=alerts)  # fmt: skip
 
 
 def make_bundle(req: BundleRequest) -> BundleResult:

@@ -29,6 +29,7 @@ class EngineSummary:
     launch: str | None = None
     log: tuple[str, ...] = ()
     log_path: str = ""
+    log_note: str = ""  # why there is no log (monitor-only, not started here)
     notes: tuple[str, ...] = ()
 
 
@@ -44,6 +45,8 @@ class SummaryInput:
     engines: Sequence[EngineSummary] = ()
     simulated_gpus: Sequence[str] = field(default_factory=tuple)
     failures: Sequence[str] = ()
+    # The alert rules not ok at the end of the window: (engine, rule, severity, state, summary).
+    alerts: Sequence[tuple[str, str, str, str, str]] = ()
 
 
 def _when(t: float) -> str:
@@ -136,7 +139,13 @@ def render(s: SummaryInput, *, log_lines: int = LOG_LINES) -> str:
     ]
     if s.failures:
         out += ["Parts of the bundle that could not be collected:", "", *(f"- {f}" for f in s.failures), ""]
-    out += ["### Reproduction: how the engines were started", ""]
+    out += ["### Alerts", ""]
+    if s.alerts:
+        out += ["| engine | rule | severity | state | summary |", "|---|---|---|---|---|"]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in a) + " |" for a in s.alerts]
+    else:
+        out.append("No alert rule pending or firing at the end of the window.")
+    out += ["", "### Reproduction: how the engines were started", ""]
     for e in s.engines:
         out += [f"**{e.name}**" + (f" ({'; '.join(e.notes)})" if e.notes else ""), ""]
         out += _fence([e.launch], "bash") if e.launch else ["_launch command not known_"]
@@ -145,6 +154,7 @@ def render(s: SummaryInput, *, log_lines: int = LOG_LINES) -> str:
     for e in s.engines:
         shown = [line[:400] for line in e.log[-log_lines:]] if log_lines > 0 else []
         if not shown:
+            out += [f"- {e.name}: no log ({e.log_note or 'empty'})", ""] if e.log_note or not e.log else []
             continue
         head = f"{e.name}: last {len(shown)} lines"
         if e.log_path:

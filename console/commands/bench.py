@@ -94,7 +94,9 @@ def build_config(args: argparse.Namespace) -> Any:
         slo = parse_slo(args.slo)
     except ValueError as exc:
         raise UserError(f"--slo: {exc}") from None
-    cfg = load_config(args.config)
+    from console.lifecycle.running import with_running
+
+    cfg = with_running(load_config(args.config))  # a running demo's engines by name, as `ps` lists them
     instances = resolve_engines(cfg, args.engine, api_key_env=args.api_key_env)
     engines = tuple(i.target for i in instances)
     levels: list[LevelSpec] = []

@@ -76,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if args.log_lines < 0:
         raise UserError("--log-lines must be >= 0")
     try:
-        cfg = load_config(args.config)
+        from console.lifecycle.running import with_running
+
+        cfg = with_running(load_config(args.config))  # a running demo's engines by name, as `ps` lists them
         instances = selected_instances(cfg, args.engine, api_key_env=args.api_key_env)
     except UserError as exc:
         print(f"enginedeck: {exc.message}", file=sys.stderr)
@@ -86,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
     gpu_source = args.gpus or cfg.console.gpu_source
     req = BundleRequest(instances=instances, window=Window.last(last, now), dest=dest,
                         snapshot=lambda: _fresh_snapshot(instances, gpu_source),
-                        recording_dir=Path(args.recording or cfg.console.recording_dir or default_recording_dir()
-                                           ).expanduser(),
+                        recording_dir=(Path(args.recording) if args.recording
+                                       else default_recording_dir(cfg.console.recording_dir)).expanduser(),
                         log_lines=args.log_lines)  # fmt: skip
     try:
         result = make_bundle(req)
@@ -110,7 +112,10 @@ def _fresh_snapshot(instances: list[Any], gpu_source: Any) -> Any:
 
     if not instances:
         return None
-    hub = Hub(instances, refresh=1.0, gpu_source=gpu_source)
+    from console.alerts.evaluate import evaluator_for
+
+    # The rules the console evaluates: the bundle's snapshot carries their verdicts as status --json does.
+    hub = Hub(instances, refresh=1.0, gpu_source=gpu_source, alerts=evaluator_for(instances))
     hub.start()
     try:
         hub.wait_published(timeout=SNAPSHOT_WAIT_S)

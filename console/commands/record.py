@@ -40,13 +40,14 @@ def run(args: argparse.Namespace) -> int:
 
     from console.config import load_config, selected_instances
     from console.errors import UserError
+    from console.lifecycle.running import with_running
     from console.recording import RecordingError, RecordingWriter, default_recording_dir
     from console.recording.recorder import Recorder
     from console.secrets import Scrubber, instance_secrets
     from console.telemetry.hub import Hub
     from console.timespec import parse_duration, parse_size
 
-    cfg = load_config(args.config)
+    cfg = with_running(load_config(args.config))  # a running demo's engines by name, as `ps` lists them
     try:
         retain = parse_duration(args.retain or cfg.console.record_retain)
         max_bytes = parse_size(args.max_size or cfg.console.record_max_size)
@@ -59,13 +60,17 @@ def run(args: argparse.Namespace) -> int:
     instances = selected_instances(cfg, args.engine, api_key_env=args.api_key_env)
     if not instances:
         raise UserError("no engine to record: configure one under [engines] or pass --engine PROFILE@URL")
-    directory = Path(args.dir or cfg.console.recording_dir or default_recording_dir()).expanduser()
+    directory = (Path(args.dir) if args.dir else default_recording_dir(cfg.console.recording_dir)).expanduser()
     scrubber = Scrubber(s for inst in instances for s in instance_secrets(inst))
     try:
         writer = RecordingWriter(directory, retain_s=retain, max_bytes=max_bytes, scrubber=scrubber)
     except RecordingError as exc:
         raise UserError(str(exc)) from None
-    hub = Hub(instances, refresh=refresh, gpu_source=args.gpus or cfg.console.gpu_source)
+    from console.alerts.evaluate import evaluator_for
+
+    # The rules the console and `status --json` evaluate: a recording replays the alerts they showed.
+    hub = Hub(instances, refresh=refresh, gpu_source=args.gpus or cfg.console.gpu_source,
+              alerts=evaluator_for(instances))
     done = threading.Event()
     recorder = Recorder(hub, writer, raw_every=raw_every or None, on_stop=lambda _reason: done.set())
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

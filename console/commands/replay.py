@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_mouse:
         updates["mouse"] = False
     settings = dataclasses.replace(settings, **updates)
-    path = Path(args.path) if args.path else Path(settings.recording_dir or default_recording_dir()).expanduser()
+    path = Path(args.path) if args.path else default_recording_dir(settings.recording_dir).expanduser()
     try:
         rec = open_any(path)
         src = ReplaySource(rec, playing=not args.paused)

@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     if args.refresh <= 0 or args.sample < 0 or (args.watch is not None and args.watch <= 0):
         raise UserError("--refresh and --watch must be positive and --sample not negative")
     try:
-        cfg = load_config(args.config)
+        from console.lifecycle.running import with_running
+
+        cfg = with_running(load_config(args.config))  # a running demo's engines by name, as `ps` lists them
         instances = selected_instances(cfg, args.engine, api_key_env=args.api_key_env)
     except UserError as exc:
         print(f"enginedeck: {exc.message}", file=sys.stderr)

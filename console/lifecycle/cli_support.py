@@ -25,7 +25,11 @@ def load(args: argparse.Namespace) -> tuple[Config, EngineInstance | None]:
     name = getattr(args, "name", None)
     if name is None:
         return cfg, None
-    if cfg.path is None:
+    if all(i.name != name for i in cfg.instances):
+        from console.lifecycle.running import with_running
+
+        cfg = with_running(cfg)  # a running demo's engines (and others' process engines) that `ps` lists
+    if cfg.path is None and all(i.name != name for i in cfg.instances):
         raise UserError(f"no configuration file: {name!r} is not defined (use --config FILE)")
     inst = cfg.instance(name)
     if inst.config.managed is None:

@@ -19,8 +19,13 @@ from console.recording.writer import RecordingError, RecordingWriter
 __all__ = ["Recording", "RecordingError", "RecordingWriter", "default_recording_dir"]
 
 
-def default_recording_dir() -> Path:
-    """Where recordings go unless ``[console] recording_dir`` says otherwise."""
+def default_recording_dir(configured: str | None = None) -> Path:
+    """Where recordings go: ``$ENGINEDECK_RECORDING_DIR``, else ``configured`` (``[console]
+    recording_dir``), else ``recordings`` in the state dir (docs/recording.md: the variable wins)."""
+    import os
+
     from console.paths import recordings_dir
 
-    return recordings_dir()
+    if os.environ.get("ENGINEDECK_RECORDING_DIR"):
+        return recordings_dir()
+    return Path(configured).expanduser() if configured else recordings_dir()

@@ -122,6 +122,9 @@ class EngineCollector:
         # profile's own families are a fraction of a real payload.
         self.want_raw = False
         self.samples = 0  # payloads read into the windows so far
+        # The engine stopped answering: the next payload may be a new run's (a restart), so the
+        # windows start afresh there, and no rate or quantile mixes the old run in as current.
+        self._lost = False
         self.wake: asyncio.Event | None = None  # set to cut its sleep short (refresh changed)
         # Called with (engine name, body, arrival time) for each metrics payload read (a recorder).
         self.on_payload: Callable[[str, bytes, float], None] | None = None
@@ -168,7 +171,7 @@ class EngineCollector:
         # A key the UI is handling goes first: the payload's CPU work starts once it is done.
         await GATE.opened()
         loop = asyncio.get_running_loop()
-        work = loop.run_in_executor(self.executor, self._digest_sync, body, mono, self.want_raw)
+        work = loop.run_in_executor(self.executor, self._digest_sync, body, mono, self.want_raw, self._lost)
         # A late result is not awaited by anyone: fetch its exception so none goes unreported.
         work.add_done_callback(lambda f: None if f.cancelled() else f.exception())
         self._digesting = work
@@ -178,9 +181,9 @@ class EngineCollector:
             size = len(body) / 2**20
             return f"{path}: payload ({size:.1f} MiB) took longer than {self.digest_budget:g} s to process"
 
-    def _digest_sync(self, body: bytes, mono: float, want_raw: bool) -> _Digest | str:
-        """Worker thread: parse, normalise, add to the windows. Only one runs per engine at a time,
-        so ``self.state`` is never touched by two threads at once."""
+    def _digest_sync(self, body: bytes, mono: float, want_raw: bool, afresh: bool = False) -> _Digest | str:
+        """Worker thread: parse, normalise, add to the windows (emptied first when ``afresh``). Only
+        one runs per engine at a time, so ``self.state`` is never touched by two threads at once."""
         from console.telemetry.normalize import normalize
         from console.telemetry.recognize import DRAINED, foreign_hint, is_drained
 
@@ -194,6 +197,8 @@ class EngineCollector:
             if reading.format == "trtllm-json" and is_drained(body):
                 return f"{profile.metrics.path}: {DRAINED}"
             return f"{profile.metrics.path}: unparseable payload ({reading.error_summary()})"
+        if afresh:
+            self.state.reset()
         # The wall-clock moment of ``mono``, to compare with the series' _created times.
         self.state.ingest(mono, reading, wall=time.time() - (time.monotonic() - mono))
         models, total = self.state.metrics()
@@ -215,6 +220,7 @@ class EngineCollector:
             health = await self.probe.health()
         if not health.reachable:
             self.identity = None  # re-read after a restart: the version may have changed
+            self._lost = True
             snap = replace(
                 prev,
                 taken_at=now,
@@ -252,6 +258,7 @@ class EngineCollector:
             else:
                 models, total, missing = digest.models, digest.total, digest.missing
                 self.samples += 1
+                self._lost = False
                 if digest.raw is not None and digest.unmapped is not None:
                     raw, unmapped = digest.raw, digest.unmapped
                 metrics_fresh = fresh(arrived)

@@ -31,6 +31,21 @@ def adopt_unlabelled(models: MutableMapping[str, Any], canonicals: list[str]) ->
             acc.gauges.setdefault(canonical, value)
 
 
+def adopt_engine_counters(models: MutableMapping[str, Any]) -> None:
+    """Engine-wide counters without the model label (vLLM's http_requests_total{status="5xx"}, added
+    into its failed requests) belong to the engine's one served model, not to a model "" of their
+    own. An engine serving several models keeps them apart: which model failed is not known."""
+    orphan: Any = models.get("")
+    if orphan is None or len(models) != 2 or orphan.gauges or orphan.histograms:
+        return
+    del models[""]
+    (acc,) = models.values()
+    for canonical, series in orphan.counters.items():
+        acc.counters.setdefault(canonical, {}).update(series)
+    for canonical, series in orphan.created.items():
+        acc.created.setdefault(canonical, {}).update(series)
+
+
 def label_items(text: str) -> list[str]:
     """The items of a comma-joined label value; "" has none."""
     return [item.strip() for item in text.split(",") if item.strip()]

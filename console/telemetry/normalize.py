@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from console import gcpause
 from console.profiles import EngineProfile, MetricMapping
-from console.telemetry.info_gauges import adopt_unlabelled, from_label
+from console.telemetry.info_gauges import adopt_engine_counters, adopt_unlabelled, from_label
 from console.telemetry.normmemo import NormalizeMemo, Picks
 from console.telemetry.promtext import Family, ParseResult, Sample, parse
 from console.telemetry.promtext import clear_caches as clear_label_caches
@@ -187,6 +187,7 @@ def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, forma
     builder.zero_counters(first_use_zero, default_model=not spec.model_label)
     if spec.model_label:
         adopt_unlabelled(builder.models, [c for c, m in spec.map.items() if m.from_label])
+        adopt_engine_counters(builder.models)
     unmapped = tuple(name for name, fam in parsed.families.items() if fam.samples and name not in used_families)
     return Reading(
         profile=profile.name,

@@ -110,8 +110,10 @@ _BENCH: tuple[tuple[str, str], ...] = (
     ),
     (
         "client_minus_server_ttft",
-        "Client TTFT minus the engine's TTFT: network, HTTP and client overhead. "
-        "Negative when the engine starts its clock earlier than the client sends.",
+        "Client TTFT p50 minus the engine's TTFT p50: network, HTTP and client overhead, give or take "
+        "a histogram bucket. The engine's p50 is interpolated inside the bucket of its TTFT histogram that "
+        "holds the median (as Prometheus' histogram_quantile), the client's is exact, so with coarse buckets "
+        "the difference can be negative: '±bucket' in the row name.",
     ),
     ("gpu_util", "Mean GPU utilisation of the engine's GPUs during the level (simulated in the demo)."),
     ("gpu_power", "Mean GPU power draw of the engine's GPUs during the level (simulated in the demo)."),

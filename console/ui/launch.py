@@ -184,14 +184,13 @@ def run_console(
 def recording_writer_factory(settings: ConsoleSettings, instances: Sequence[EngineInstance]) -> Callable[[], Any]:
     """What the console's REC toggle records into: ``[console] recording_dir`` with its retention,
     every configured secret of these engines masked."""
-    from pathlib import Path
 
     def make() -> Any:
         from console.recording import RecordingWriter, default_recording_dir
         from console.secrets import Scrubber, instance_secrets
         from console.timespec import parse_duration, parse_size
 
-        directory = Path(settings.recording_dir or default_recording_dir()).expanduser()
+        directory = default_recording_dir(settings.recording_dir).expanduser()
         scrubber = Scrubber(s for inst in instances for s in instance_secrets(inst))
         return RecordingWriter(directory, retain_s=parse_duration(settings.record_retain),
                                max_bytes=parse_size(settings.record_max_size), scrubber=scrubber)

@@ -5,6 +5,7 @@ command's answers to bad input."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ from console.bundle.launch_facts import SECRET_ARGUMENT, SECRET_VARIABLE, mask_i
 from console.bundle.summary import MAX_CHARS, EngineSummary, SummaryInput, summary_markdown
 from console.bundle.window import Window, duration_text, parse_duration
 from console.errors import UserError
+from tests.bundle.conftest import extract
 from tests.telemetry.test_nvml import FakeDevice, FakeNvml, two_gpus
 
 ENGINEDECK = [sys.executable, "-m", "console"]
@@ -166,3 +168,22 @@ def test_output_folder_gets_the_default_name(tmp_path: Path) -> None:
     assert r.stdout.strip() == str(made)
     assert made.name.startswith("enginedeck-bundle-") and made.name.endswith(".tar.gz")
     assert "no engine" not in r.stderr  # no engine configured: the environment report is still written
+
+
+def test_a_headless_bundle_carries_alerts_and_says_why_an_engine_has_no_log(tmp_path: Path) -> None:
+    """`enginedeck bundle` evaluates the console's alert rules on its snapshot (status.json, and the
+    README's Alerts section), and its Logs section says why a monitor-only engine has no log."""
+    from tests.client.simproc import sims
+
+    with sims(("vllm",)) as (proc,):
+        r = subprocess.run([*ENGINEDECK, "bundle", "--gpus", "none", "--engine", proc.ref, "--recording",
+                            str(tmp_path / "no-recording"), "-o", str(tmp_path / "out")],
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    root = extract(Path(r.stdout.strip()), tmp_path / "x")
+    status = json.loads((root / "status.json").read_text())
+    assert status["alerts"] and {a["engine"] for a in status["alerts"]} == {proc.ref}
+    readme = (root / "README.md").read_text()
+    logs = readme[readme.index("### Logs"):]
+    assert f"{proc.ref}: no log (monitor-only" in logs
+    assert "### Alerts" in readme

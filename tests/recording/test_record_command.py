@@ -47,6 +47,9 @@ def test_record_writes_documents_and_raw_payloads_and_stops_on_sigterm(tmp_path:
     t, doc = got[-1]
     assert doc["schema"] == "enginedeck.status/2" and doc["taken_at"] == t
     assert doc["engines"][0]["reachable"] and len(doc["gpus"]["devices"]) == 8
+    # The alert rules the console evaluates, every one on the engine (ok and n/a included).
+    assert doc["alerts"] and {a["engine"] for a in doc["alerts"]} == {f"vllm@{url}"}
+    assert {"ok", "n/a"} & {a["state"] for a in doc["alerts"]}
     raws = list(rec.raw_payloads())
     assert raws and all(e == f"vllm@{url}" for _, e, _ in raws)
     assert b"vllm:num_requests_running" in raws[0][2]
@@ -101,3 +104,24 @@ def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
         p = enginedeck("record", "--dir", str(tmp_path / "r"), *args, env=env)
         _out, err = p.communicate(timeout=60)
         assert p.returncode == 1 and says in err and "Traceback" not in err, err
+
+
+def test_the_environment_variable_wins_over_the_configured_folder(tmp_path: Path) -> None:
+    """docs/recording.md: ENGINEDECK_RECORDING_DIR overrides [console] recording_dir."""
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "config.toml").write_text(f'[console]\nrecording_dir = "{tmp_path / "configured"}"\n')
+    env = {"ENGINEDECK_CONFIG_DIR": str(cfg), "ENGINEDECK_RECORDING_DIR": str(tmp_path / "from-env")}
+    with simulator("vllm") as url:
+        p = enginedeck("record", "--engine", f"vllm@{url}", "--gpus", "none", "--refresh", "0.5", env=env)
+        try:
+            _wait_for_frames(tmp_path / "from-env", 1)
+            p.send_signal(signal.SIGTERM)
+            _out, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    assert p.returncode == 0, err
+    assert f"to {tmp_path / 'from-env'}" in err
+    assert not (tmp_path / "configured").exists()

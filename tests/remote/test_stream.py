@@ -133,9 +133,11 @@ def test_merge_names_gpus_and_status_document() -> None:
     assert [x["host"] for x in doc["engines"]] == ["a", "b"]
     assert doc["hosts"] == [
         {"name": "a", "kind": "ssh", "ssh": "me@a", "prometheus": None, "kubernetes": None, "state": "ok",
-         "reason": None, "last_document_age_s": 1.0, "engines": 0, "host": None},
+         "reason": None, "last_document_age_s": 1.0, "engines": 0, "host": None,
+         "freshness": {"state": "ok", "updated_at": 1.0, "stale_since": None, "reason": None}},
         {"name": "b", "kind": "ssh", "ssh": "b", "prometheus": None, "kubernetes": None, "state": "stale",
-         "reason": "ssh exited (exit 255)", "last_document_age_s": 1.0, "engines": 0, "host": None}]
+         "reason": "ssh exited (exit 255)", "last_document_age_s": 1.0, "engines": 0, "host": None,
+         "freshness": {"state": "stale", "updated_at": None, "stale_since": 1.5, "reason": "ssh exited (exit 255)"}}]
     back = snapshot_from_doc(doc)
     assert [h.name for h in back.hosts] == ["a", "b"] and back.engines[1].host == "b"
 

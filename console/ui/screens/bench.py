@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -29,6 +30,8 @@ from console.ui.widgets.footer import DeckFooter
 
 if TYPE_CHECKING:
     from console.client.bench import BenchConfig
+
+PROGRESS_ROWS = 8  # progress lines kept on show where the layout does not cap them
 
 # (label, default, placeholder, id): the form, in reading order (two rows of three).
 FORM: tuple[tuple[str, str, str, str], ...] = (
@@ -107,8 +110,11 @@ class BenchScreen(DeckScreen):
         missing = [n for n in names if n not in known]
         if not names or missing:
             raise ValueError(f"unknown engine(s): {', '.join(missing) or '(none given)'}; known: {', '.join(known)}")
-        conc = sorted({int(x) for x in val("bench-conc").split(",") if x.strip()})
-        n, il, ol = int(val("bench-n")), int(val("bench-in")), int(val("bench-out"))
+        try:
+            conc = sorted({int(x) for x in val("bench-conc").split(",") if x.strip()})
+            n, il, ol = int(val("bench-n")), int(val("bench-in")), int(val("bench-out"))
+        except ValueError:
+            raise ValueError("concurrency, prompts and lengths must be whole numbers") from None
         if not conc or min(conc) < 1 or n < 1 or il < 1 or ol < 1:
             raise ValueError("concurrency, prompts and lengths must be >= 1")
         workload = WorkloadSpec(kind=val("bench-workload") or "random", input_len=il, output_len=ol)
@@ -138,6 +144,8 @@ class BenchScreen(DeckScreen):
         try:
             cfg = self._config()
         except ValueError as exc:
+            # Said where the run would show too: a notice goes away, the reason it did not start stays.
+            self.query_one("#bench-progress", Static).update(Text(f"not started: {exc}", style="bold red"))
             self.notify(str(exc), severity="error")
             return
         self._stop.clear()
@@ -196,7 +204,26 @@ class BenchScreen(DeckScreen):
         self._show_progress()
 
     def _show_progress(self) -> None:
-        self.query_one("#bench-progress", Static).update("\n".join(self._progress[-8:]))
+        """The newest progress lines that fit the log's rows (3 at 80x24, 8 elsewhere): it follows the
+        run to its end, as a log does."""
+        w = self.query_one("#bench-progress", Static)
+        cap = w.styles.max_height
+        rows = int(cap.value) if cap is not None and cap.is_cells else PROGRESS_ROWS
+        width = max(20, w.content_region.width or self.app.size.width - 2)
+        shown: list[str] = []
+        used = 0
+        for line in reversed(self._progress[-PROGRESS_ROWS:]):
+            need = max(1, -(-cell_len(line) // width))  # the rows it wraps to
+            if shown and used + need > rows:
+                break
+            shown.insert(0, line)
+            used += need
+        w.update("\n".join(shown))
+
+    def on_resize(self) -> None:
+        if self._progress:
+            # After the layout for the new size (80x24 caps the log's rows) is applied.
+            self.call_after_refresh(self._show_progress)
 
     @on(BenchStopped)
     def _on_failed(self, message: BenchStopped) -> None:
@@ -220,7 +247,9 @@ class BenchScreen(DeckScreen):
         for lab in labels:
             t.add_column(Text(lab, justify="right"))
         if len(names) >= 2:
-            t.add_column(Text(f"{labels[1]}/{labels[0]}", justify="right"))
+            # "B/A", not "sglang-sim/vllm-sim": two names do not fit 80 columns beside the metric;
+            # the progress line says which engine is B and which A.
+            t.add_column(Text("B/A", justify="right"))
         self._notes = {}
         for level in doc["summary"]["levels"]:
             for i, (label, *cells) in enumerate(table_rows(level, names)):
@@ -231,8 +260,9 @@ class BenchScreen(DeckScreen):
             self._notes[level["label"]] = [f"{level['label']}: {n}" for n in level_notes(doc, level)]
         self._show_notes()
         t.focus()
-        self._progress.append("done · s saves JSON and Markdown · e explains the row")
-        self.query_one("#bench-progress", Static).update("\n".join(self._progress[-8:]))
+        ratio = f"B/A = {labels[1]} ÷ {labels[0]} · " if len(names) >= 2 else ""
+        self._progress.append(f"done · {ratio}s saves JSON and Markdown · e explains the row")
+        self._show_progress()
 
     def _show_notes(self) -> None:
         """The notes (client-bound, length mode, engine metrics n/a...) of the level under the cursor."""
@@ -265,7 +295,7 @@ class BenchScreen(DeckScreen):
                 continue
             msg = f"saved {base}.json and {base}.md"
             self._progress.append(msg)
-            self.query_one("#bench-progress", Static).update("\n".join(self._progress[-8:]))
+            self._show_progress()
             self.notify(msg, timeout=15)
             return
         self.notify("could not save the results: " + "; ".join(errors), severity="error", timeout=15)

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -135,11 +135,11 @@ class ExplainScreen(_Popup):
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """y confirms; anything else (n, esc) cancels. The default is No."""
+    """y confirms; n, esc or Enter (the default) cancel. The default is No."""
 
     BINDINGS: ClassVar = [
         Binding("y", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
+        Binding("n,escape,enter", "answer(False)", "No"),
     ]
 
     def __init__(self, question: str) -> None:
@@ -147,9 +147,11 @@ class ConfirmScreen(ModalScreen[bool]):
         self.question = question
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="confirm-box", classes="popup"):
+        # The box sits on a band as wide as the screen: the screen under a pop-up shows through
+        # beside it, and a cell cut there read as stray characters on the border.
+        with Horizontal(id="confirm-band"), Vertical(id="confirm-box", classes="popup"):
             yield Static(Text(self.question, style="bold"))
-            yield Static(Text("y = yes   n / esc = no (default)", style="dim"))
+            yield Static(Text("y = yes   n / esc / Enter = no (default)", style="dim"))
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

@@ -182,6 +182,7 @@ class OverviewScreen(DeckScreen):
         self._compact = False
         self._shown: list[Column] = []
         self._shown_name_w = 0
+        self._shown_host_w = 0
         self._health_w = 0
         self._role_eligible = False  # an engine has a role (the role column may show)
         self._row_order: list[str] = []
@@ -235,10 +236,17 @@ class OverviewScreen(DeckScreen):
         names = [engine_name(e, hosts) for e in fleet.engines] if fleet else []
         return max(8, min(24, max((len(n) for n in names), default=8)))
 
+    def _host_width(self) -> int:
+        """The host column as wide as the longest host name (a source's "127.0.0.1:9090" too), up to 24."""
+        fleet = self.deck.fleet
+        hosts = [host_cell(e).plain for e in fleet.engines] if fleet else []
+        return max(8, min(24, max((len(h) for h in hosts), default=8)))
+
     def _fit_columns(self) -> None:
         """Keep the most important columns that fit the width (no horizontal scrolling)."""
         width = self.size.width or self.app.size.width
         name_w = self._name_width()
+        host_w = self._host_width()
         budget = width - 2
         keep: set[str] = set()
         health_w = next(c.width for c in COLUMNS if c.key == "phase")
@@ -251,23 +259,24 @@ class OverviewScreen(DeckScreen):
             if not grown and c.priority > HEALTH_GROWS_AFTER:
                 extra = max(0, min(budget, HEALTH_MAX - health_w))
                 health_w, budget, grown = health_w + extra, budget - extra, True
-            w = (name_w if c.key == "name" else arrow_width(c)) + 2
+            w = (name_w if c.key == "name" else host_w if c.key == "host" else arrow_width(c)) + 2
             if w <= budget or c.priority == 1:
                 keep.add(c.key)
                 budget -= w
         shown = [c for c in COLUMNS if c.key in keep]
         if ([c.key for c in shown] == [c.key for c in self._shown] and name_w == self._shown_name_w
-                and health_w == self._health_w):
+                and host_w == self._shown_host_w and health_w == self._health_w):
             return
         self._shown = shown
         self._shown_name_w = name_w
+        self._shown_host_w = host_w
         self._health_w = health_w
         table = self.query_one("#engines", RowTable)
         table.clear(columns=True)
         self._row_order = []
         self._cells = {}
         for c in shown:
-            width = name_w if c.key == "name" else health_w if c.key == "phase" else arrow_width(c)
+            width = {"name": name_w, "host": host_w, "phase": health_w}.get(c.key) or arrow_width(c)
             table.add_column(self._header(c), key=c.key, width=width)
         if self.deck.fleet is not None and self.is_mounted:
             self.show_fleet(self.deck.fleet)
@@ -338,7 +347,7 @@ class OverviewScreen(DeckScreen):
         order = [e.name for e in engines]
         roles = any(e.role for e in fleet.engines) != self._role_eligible  # a role came or went
         if order != self._row_order and (self._name_width() != self._shown_name_w or hosts != self._multi_host()
-                                         or roles):
+                                         or self._host_width() != self._shown_host_w or roles):
             self._fit_columns()
             return
         if order != self._row_order:

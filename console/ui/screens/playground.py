@@ -70,6 +70,9 @@ class _Pane(Vertical):
     def __init__(self, pane_id: str) -> None:
         super().__init__(id=pane_id)
         self.record: RequestRecord | None = None
+        # The engine whose reply and timings the pane shows: its title names it, whatever engine
+        # the next prompt goes to (n moves that on, never what the pane shows).
+        self.engine: str | None = None
         self._shown = -1
 
     def compose(self) -> ComposeResult:
@@ -82,8 +85,13 @@ class _Pane(Vertical):
             yield Markdown(classes="reply")
         yield Static(classes="pane-stats")
 
-    def set_title(self, text: str) -> None:
-        self.query_one(".pane-title", Static).update(text)
+    def set_title(self, target: str) -> None:
+        """Title the pane for ``target``, the engine its next prompt goes to."""
+        t = Text()
+        t.append(self.engine or target, style="bold")
+        if self.engine is not None and self.engine != target:
+            t.append(f" · its last reply; next prompt → {target}", style="dim")
+        self.query_one(".pane-title", Static).update(t)
 
     async def redraw(self, transcript: str) -> None:
         rec = self.record
@@ -273,11 +281,11 @@ class PlaygroundScreen(DeckScreen):
         self._draw_engine_line()
 
     def copy_source(self) -> str:
-        """Whose last request a copy takes: in split view the pane with the focus (tab moves to the
-        right one), else the active engine."""
+        """Whose last request a copy takes: the engine whose reply the focused pane shows (in split
+        view tab moves to the right one); before any reply, the engine the pane's next prompt goes to."""
         if self.split and len(self.engines) > 1 and self.query_one("#pane-b", _Pane).has_focus_within:
-            return self.other.name
-        return self.current.name
+            return self.query_one("#pane-b", _Pane).engine or self.other.name
+        return self.query_one("#pane-a", _Pane).engine or self.current.name
 
     def copy(self, what: str) -> None:
         if not self.history:
@@ -341,6 +349,9 @@ class PlaygroundScreen(DeckScreen):
                     return
             for pane in panes:
                 pane.record = None
+            for pane, e in zip(panes, engines, strict=False):
+                pane.engine = e.name
+            self._draw_engine_line()
             coros = []
             for i, e in enumerate(engines):
                 rec_holder = panes[i]
@@ -359,7 +370,7 @@ class PlaygroundScreen(DeckScreen):
         """The finished request(s): final replies and stats, history rows, the split summary."""
         panes = [self.query_one("#pane-a", _Pane), self.query_one("#pane-b", _Pane)]
         for pane, turn in zip(panes, turns, strict=False):
-            pane.record = turn.record
+            pane.record, pane.engine = turn.record, turn.engine
             await pane.redraw(transcript)
         for turn in turns:
             self.history.append(turn)

@@ -1,0 +1,61 @@
+"""Playground split view: a pane's reply and timings belong to the engine that produced them, also
+after ``n`` moves the next prompt on to other engines (issue 31 item 8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.containers import VerticalScroll
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from console.ui.screens.playground import PlaygroundScreen
+from tests.ui.conftest import AppFactory
+from tests.ui.playground_turns import REPLY, finished_turn
+
+
+async def _settle(pilot: Pilot[Any]) -> None:
+    await pilot.pause()
+    await pilot.pause()
+
+
+def _text(screen: PlaygroundScreen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+async def test_n_keeps_each_reply_with_the_engine_that_produced_it(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _settle(pilot)
+        await pilot.press("P")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PlaygroundScreen)
+        await pilot.press("v")  # split: vllm-a (left) and sglang-b (right)
+        await _settle(pilot)
+        a = finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0)
+        b = finished_turn("sglang-b", "http://127.0.0.1:8001", "a different reply", 23.5, 95.0)
+        await screen.show_turns("what does the prefix cache do?", [a, b], "")
+        await _settle(pilot)
+        assert _text(screen, "#pane-a .pane-title") == "vllm-a"
+        assert _text(screen, "#pane-b .pane-title") == "sglang-b"
+
+        await pilot.press("n")  # the next prompt goes to sglang-b and trtllm-c
+        await _settle(pilot)
+        assert "sglang-b" in _text(screen, "#pg-engine") and "trtllm-c" in _text(screen, "#pg-engine")
+        left, right = _text(screen, "#pane-a .pane-title"), _text(screen, "#pane-b .pane-title")
+        # Each pane still names the engine whose reply and timings it shows, and where the next goes.
+        assert left.startswith("vllm-a ·") and left.endswith("next prompt → sglang-b")
+        assert right.startswith("sglang-b ·") and right.endswith("next prompt → trtllm-c")
+        assert _text(screen, "#pane-a .pane-stats").startswith("TTFT 85 ms")
+        assert _text(screen, "#pane-b .pane-stats").startswith("TTFT 95 ms")
+        # The compare line names the same engines as the panes above it.
+        summary = _text(screen, "#pg-summary")
+        assert "TTFT vllm-a 85 ms vs sglang-b 95 ms" in summary
+
+        # A copy takes the reply the focused pane shows, not the next engine's last one.
+        screen.query_one("#pane-b VerticalScroll", VerticalScroll).focus()
+        await _settle(pilot)
+        await pilot.press("r")
+        await _settle(pilot)
+        assert app.clipboard == "a different reply"
