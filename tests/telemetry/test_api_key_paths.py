@@ -97,7 +97,7 @@ async def test_key_only_on_paths_the_profile_guards(serve: list[_Recorder], monk
     assert sent["/metrics"] is None and sent["/health"] is None and sent["/version"] is None
 
 
-def test_inspect_metrics_names_the_answering_url_and_keeps_the_key_home(
+def test_inspect_metrics_keeps_the_key_home_and_another_hosts_numbers_out(
     serve: list[_Recorder], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     other = _start(serve)  # another origin (another port)
@@ -105,7 +105,8 @@ def test_inspect_metrics_names_the_answering_url_and_keeps_the_key_home(
     monkeypatch.setenv("ROUTE_KEY", KEY)
     rc = main(["inspect-metrics", "--engine", "vllm", front.url, "--api-key-env", "ROUTE_KEY", "--json"])
     out, err = capsys.readouterr()
-    assert rc == 0, err
+    # A redirect to another host is not followed (its numbers are not this engine's): one line, exit 1.
+    assert rc == 1 and out == "", out
+    assert "redirects to another host" in err and other.url in err and KEY not in err, err
     assert front.seen == [("/metrics", f"Bearer {KEY}")]
-    assert other.seen == [("/metrics", None)]  # the redirect went to another host: no key
-    assert json.loads(out)["source"] == f"{other.url}/metrics"
+    assert other.seen == []  # neither the key nor a request went there
