@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11+:
 #   make demo   - the console on its embedded default: a simulated engine fleet
 #   make test   - every test (provisions Docker and llama-server for the integration tests)
+#   make check  - the fast tier: ruff, mypy and every test that needs no root and no service
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -27,7 +28,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-check: lint typecheck
+# The tests that need a service carry its marker (pyproject.toml); CONTRIBUTING.md lists them.
+SERVICES := not docker and not llamacpp and not ssh and not prometheus and not promtool and not kubectl
+
+check: lint typecheck $(STAMP)
+	$(BIN)/pytest -q -m '$(SERVICES)' $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist build

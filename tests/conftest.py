@@ -4,7 +4,8 @@ promtool: the real Prometheus `promtool` (ENGINEDECK_PROMTOOL, else the one on P
 promtool FAILS the test with how to provide it; ENGINEDECK_SKIP_PROMTOOL=1 skips the tests marked
 `promtool` explicitly (listed by `-ra`), as ENGINEDECK_SKIP_DOCKER does for Docker, and
 ENGINEDECK_SKIP_SSH=1 for the tests marked `ssh` (real sshd on 127.0.0.1: tests/remote/), and
-ENGINEDECK_SKIP_PROMETHEUS=1 for those marked `prometheus` (a real Prometheus server: tests/prometheus/).
+ENGINEDECK_SKIP_PROMETHEUS=1 for those marked `prometheus` (a real Prometheus server: tests/prometheus/),
+and ENGINEDECK_SKIP_KUBECTL=1 for those marked `kubectl`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_SSH is set"))
         if skip_prometheus() and item.get_closest_marker("prometheus"):
             item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_PROMETHEUS is set"))
+        if _skip_kubectl() and item.get_closest_marker("kubectl"):
+            item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_KUBECTL is set"))
+
+
+def _skip_kubectl() -> bool:
+    return os.environ.get("ENGINEDECK_SKIP_KUBECTL", "") not in ("", "0", "false", "no")
 
 
 @pytest.fixture(scope="session")
