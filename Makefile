@@ -29,10 +29,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # The tests that need a service carry its marker (pyproject.toml); CONTRIBUTING.md lists them.
-SERVICES := not docker and not llamacpp and not ssh and not prometheus and not promtool and not kubectl
-
-check: lint typecheck $(STAMP)
-	$(BIN)/pytest -q -m '$(SERVICES)' $(PYTEST_ARGS)
+check: $(STAMP)
+	./scripts/check.sh $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist build
