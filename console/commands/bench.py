@@ -148,10 +148,10 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.client.bench import BenchFailed, check_ready, run_in_subprocess
-    from console.client.http import HTTPError
     from console.client.progress import BenchEvent, LevelDone, LevelProgress, RunStarted, SwapStarted
     from console.client.report import render_text, scrubbed, write_outputs
     from console.errors import UserError
+    from console.transport.http import HTTPError
 
     cfg = build_config(args)
     if args.swap:

@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from console.client.http import ClosedEarly, ConnectFailed, HTTPClient, HTTPError, NoAnswer, Response
 from console.config import EngineInstance
 from console.model import EngineIdentity, Phase
 from console.secrets import scrub
 from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody, decode_body, release_refused, size_text
+from console.transport.http import ClosedEarly, ConnectFailed, HTTPClient, HTTPError, NoAnswer, Response
 
 MAX_METRICS_BYTES = 16 * 1024 * 1024
 MAX_JSON_BYTES = 1024 * 1024

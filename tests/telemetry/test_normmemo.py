@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from console.profiles import load_profiles
-from console.telemetry.normalize import Reading, normalize
+from console.telemetry.normalize import normalize
 from console.telemetry.normmemo import NormalizeMemo
 from console.telemetry.promdelta import ScrapeParser
+from console.telemetry.readings import Reading
 from tests.telemetry.test_promdelta import TEXTS, _mutate, _value_lines
 
 PROFILES = load_profiles()
