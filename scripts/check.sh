@@ -3,7 +3,10 @@
 # external service (Docker, llama-server, sshd, Prometheus, promtool, kubectl). Such tests carry a
 # marker naming their service (pyproject.toml); this deselects them. Provisions nothing.
 #
-#   scripts/check.sh [pytest args...]
+# Test functions measured at a second or more (tests/slow_tests.txt, marked `slow` by tests/conftest.py)
+# are left out too, so that this stays under three minutes on a 2-core machine; --all runs them.
+#
+#   scripts/check.sh [--all] [pytest args...]
 #
 # Exits non-zero if any step fails; all three steps always run.
 set -euo pipefail
@@ -11,7 +14,12 @@ cd "$(dirname "$0")/.."
 BIN=.venv/bin
 [ -x "$BIN/pytest" ] || { echo "check.sh: no .venv with dev tools; run 'make check' (it creates .venv)" >&2; exit 1; }
 
-SERVICES="not docker and not llamacpp and not ssh and not prometheus and not promtool and not kubectl"
+SELECT="not docker and not llamacpp and not ssh and not prometheus and not promtool and not kubectl"
+if [ "${1:-}" = "--all" ]; then
+  shift
+else
+  SELECT="$SELECT and not slow"
+fi
 
 stage_start() { STAGE_T0=$(date +%s.%N); printf '\n=== %s\n' "$1" >&2; }
 stage_end() { awk -v a="$STAGE_T0" -v b="$(date +%s.%N)" -v s="$1" 'BEGIN { printf "=== %s: %.1f s\n", s, b - a }' >&2; }
@@ -31,7 +39,7 @@ os.execvp(sys.argv[1], sys.argv[1:])' "$@"
 }
 check ruff "$BIN/ruff" check .
 check mypy "$BIN/mypy"
-check pytest with_default_signals "$BIN/pytest" -q -m "$SERVICES" "$@"
+check pytest with_default_signals "$BIN/pytest" -q -m "$SELECT" "$@"
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "check.sh: FAILED: ${failed[*]}" >&2
