@@ -6,6 +6,7 @@ import gzip
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator
+from types import FrameType
 
 import pytest
 from aiohttp import web
@@ -136,8 +137,8 @@ def test_a_refused_body_lets_go_of_what_it_held() -> None:
     assert held and all(sum(map(len, b._out.parts)) == 0 for b in held)
 
 
-def _frames(exc: BaseException) -> list[object]:
-    out = []
+def _frames(exc: BaseException) -> list[FrameType]:
+    out: list[FrameType] = []
     tb = exc.__traceback__
     while tb is not None:
         out.append(tb.tb_frame)
