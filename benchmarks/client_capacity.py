@@ -10,7 +10,7 @@ rotates and reverses every round, so a load change on a shared host hits every v
   vLLM/SGLang benchmark-client style);
 * ``own-http`` and ``aiohttp-orjson`` (``benchmarks/transport_loops.py``): the fair comparison of
   the transport alone. Same pre-encoded orjson bodies, same SSE parser and sink
-  (``OpenAIStreamSink``), same closed loop; only the HTTP client differs (``console/client/http.py``
+  (``OpenAIStreamSink``), same closed loop; only the HTTP client differs (``console/transport/http.py``
   vs aiohttp). This pair decides whether the hand-written client earns its place.
 
 Prints events/s, events and requests per CPU-second of the client process for each variant, the

@@ -1,6 +1,6 @@
 """Two closed-loop streaming clients that differ ONLY in their HTTP transport.
 
-Used by ``client_capacity.py`` to decide whether ``console/client/http.py`` (raw asyncio HTTP/1.1)
+Used by ``client_capacity.py`` to decide whether ``console/transport/http.py`` (raw asyncio HTTP/1.1)
 earns its place against aiohttp. Everything else is the same code in both loops:
 
 * request bodies encoded with orjson before the clock starts (``loadgen.encode_bodies``);
@@ -69,7 +69,7 @@ async def _closed_loop(
 async def own_loop(
     urls: Sequence[str], path: str, bodies: Sequence[bytes], conc: int, seconds: float
 ) -> dict[str, Any]:
-    from console.client.http import HTTPClient
+    from console.transport.http import HTTPClient
 
     clients = [HTTPClient(u) for u in urls]
 

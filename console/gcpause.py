@@ -3,8 +3,8 @@
 The collector's switch is one flag per process. The hub's digest threads pause it while a payload
 becomes tuples, the UI's input gate while a key's screen change is drawn, a replay while it seeks.
 Toggled directly, one holder's ``gc.enable()`` ends another's pause: a digest finishing during a
-key press turned collection back on, and a 10 ms young collection landed in the key's frame
-(``benchmarks/key_latency.py``). Here pauses are counted: collection stops with the first and
+key press turned collection back on, and a young collection landed in the key's frame (its size:
+docs/performance.md, ``benchmarks/key_latency.py``). Here pauses are counted: collection stops with the first and
 comes back with the last, and only if it was on when the first began (a start-up pause, or a
 command that turned it off for good, stays its owner's to end).
 """

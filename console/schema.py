@@ -8,9 +8,9 @@ words pydantic uses ("Input should be less than or equal to 65535"). A field's `
 converted value (with the fields before it); checks across fields live in ``__post_init__``, so they
 hold for instances made directly too.
 
-Why not pydantic: importing it and building these models took 17 MB and 160 ms of every start of the
-console (``benchmarks/import_cost.py``), against a whole-console target of 60 MB and a first frame in
-0.8 s. The simulator's request models still use pydantic, as the engines' FastAPI servers do.
+Why not pydantic: importing it and building these models was a large share of every start's memory
+and time (``benchmarks/import_cost.py``; docs/performance.md), against the console's targets for
+both. Nothing in the console imports pydantic.
 
 Types understood: str, int, float, bool, None, ``X | Y``, ``Literal[...]``, ``StrEnum`` subclasses,
 ``tuple[X, ...]``, ``list[X]``, ``dict[K, V]``, ``typing.Any`` and nested dataclasses. Numbers and

@@ -18,7 +18,7 @@ import pytest
 
 import console
 
-CORE_PACKAGES = ("console.telemetry", "console.lifecycle", "console.client", "console.sim")
+CORE_PACKAGES = ("console.telemetry", "console.transport", "console.lifecycle", "console.client", "console.sim")
 HEAVY = ("textual", "rich", "httpx", "aiohttp", "pydantic", "docker", "pynvml", "prometheus_client",
          "console.lifecycle", "console.config", "console.telemetry", "console.ui")
 

@@ -29,12 +29,12 @@ from typing import Any
 
 from console.client.aggregate import record_dict, summarize
 from console.client.gpu import GpuSampler, SimulatedGpuCollect, default_collect
-from console.client.http import HTTPClient, HTTPError
 from console.client.loadgen import LevelRaw, LevelSpec, Target, run_level
 from console.client.progress import BenchEvent, LevelDone, ProgressFn, RunStarted, SwapStarted
 from console.client.stream import EndpointKind, GenParams, auth_headers, length_mode, list_models
 from console.client.workloads import WorkloadSpec, generate
 from console.target import EngineTarget
+from console.transport.http import HTTPClient, HTTPError
 
 SCHEMA = "enginedeck.bench/1"
 INTERRUPT_GRACE = 30.0  # seconds the child gets to cancel its level and send what finished

@@ -24,7 +24,6 @@ import orjson
 
 from console.client.arrivals import Arrival, schedule
 from console.client.gpu import GpuSampler, SimulatedGpuCollect
-from console.client.http import HTTPClient
 from console.client.progress import LevelProgress, ProgressFn
 from console.client.servermetrics import LevelServerStats, MetricsScraper, counter_total, gauge
 from console.client.stream import EndpointKind, GenParams, LengthMode, auth_headers, build_body, endpoint_path
@@ -33,6 +32,7 @@ from console.client.timing import RequestRecord
 from console.client.workloads import Prompt
 from console.profiles import EngineProfile
 from console.target import EngineTarget
+from console.transport.http import HTTPClient
 
 PROGRESS_HZ = 10.0
 # Stop sending in a level whose error rate exceeds this after at least STOP_MIN_REQUESTS (6.5 item 3).

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from console.client.http import Cancellable, HTTPClient, HTTPError
 from console.client.stream import GenParams, auth_headers, build_body, endpoint_path, list_models, stream_request
 from console.client.timing import RequestMetrics, RequestRecord, compute
 from console.target import EngineTarget
+from console.transport.http import Cancellable, HTTPClient, HTTPError
 
 
 def parse_params(text: str) -> GenParams:

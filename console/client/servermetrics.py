@@ -16,13 +16,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.client.http import HTTPClient, HTTPError
 from console.profiles import EngineProfile
 from console.telemetry.bodies import BodyError, decode_body
 from console.telemetry.normalize import normalize
 from console.telemetry.readings import HistogramSeries, Reading
 from console.telemetry.scrape import MAX_METRICS_BYTES
 from console.telemetry.windows import histogram_quantile
+from console.transport.http import HTTPClient, HTTPError
 
 
 class MetricsScraper:

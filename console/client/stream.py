@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 import orjson
 
-from console.client.http import Cancellable, HTTPClient, HTTPError, StreamCancelled
 from console.client.sse import DONE, SSEEvent, SSEParser
 from console.client.timing import RequestRecord
 from console.profiles import ApiSpec
+from console.transport.http import Cancellable, HTTPClient, HTTPError, StreamCancelled
 
 EndpointKind = Literal["chat", "completions"]
 LengthMode = Literal["ignore_eos", "min_tokens", "natural"]

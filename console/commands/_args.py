@@ -7,6 +7,15 @@ import argparse
 from typing import Any
 
 
+def command_help(summary: str, *examples: str, description: str | None = None) -> dict[str, Any]:
+    """``add_parser`` keywords for a command: its line in ``enginedeck --help`` (``summary``), the same
+    line (or ``description``) at the top of its own ``--help``, and examples at the end, each a
+    ``$ enginedeck`` line (tests/test_cli_help.py parses every one)."""
+    text = "examples:\n" + "\n".join(f"  $ {line}" for line in examples)
+    return {"help": summary, "description": description or summary[:1].upper() + summary[1:] + ".",
+            "epilog": text, "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
 def add_common(p: argparse.ArgumentParser, *, name: bool = True) -> None:
     """NAME and --config, for the lifecycle commands (up, down, restart, pull, adopt, logs, ps)."""
     if name:
@@ -20,10 +29,10 @@ def add_read_only(p: argparse.ArgumentParser) -> None:
                    help="refuse to change anything (as [console] read_only = true in the configuration)")
 
 
-def add_change_command(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
+def add_change_command(sub: Any, name: str, summary: str, *examples: str) -> argparse.ArgumentParser:
     """The parser of a command that changes an engine (up, down, restart, pull, adopt): NAME,
     --config and --read-only."""
-    p: argparse.ArgumentParser = sub.add_parser(name, help=summary)
+    p: argparse.ArgumentParser = sub.add_parser(name, **command_help(summary, *examples))
     add_common(p)
     add_read_only(p)
     return p

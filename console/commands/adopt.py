@@ -15,7 +15,8 @@ from typing import Any
 def register(sub: Any) -> None:
     from console.commands._args import add_change_command, add_yes
 
-    p = add_change_command(sub, "adopt", "take control of a running engine container enginedeck did not start")
+    p = add_change_command(sub, "adopt", "take control of a running engine container enginedeck did not start",
+                           "enginedeck adopt prod-vllm --container 3f2a9c1b7d4e --yes")
     p.add_argument("--container", metavar="ID", help="the container (default: the one found for NAME's image/port)")
     add_yes(p)
     p.set_defaults(func=run)

@@ -15,11 +15,19 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("alerts", help="alert rules: list them, or export them for Prometheus")
+    from console.commands._args import command_help
+
+    p = sub.add_parser("alerts", **command_help("alert rules: list them, or export them for Prometheus",
+                                                "enginedeck alerts list",
+                                                "enginedeck alerts export --format prometheus -o rules.yml"))
     verbs = p.add_subparsers(dest="verb", metavar="{list,export}")
-    ls = verbs.add_parser("list", help="every rule, its condition, and which engine profiles it applies to")
+    ls = verbs.add_parser("list", **command_help("every rule, its condition, and which engine profiles it applies to",
+                                                 "enginedeck alerts list"))
     ls.set_defaults(func=run_list)
-    ex = verbs.add_parser("export", help="the rules as a Prometheus rules file in each engine's raw metric names")
+    ex = verbs.add_parser("export", **command_help(
+        "the rules as a Prometheus rules file in each engine's raw metric names",
+        "enginedeck alerts export --format prometheus -o rules.yml",
+        "enginedeck alerts export --engine vllm --job vllm=vllm-prod"))
     ex.add_argument("--format", choices=["prometheus"], default="prometheus", help="output format (prometheus)")
     ex.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     ex.add_argument("--engine", action="append", default=[], metavar="PROFILE",

@@ -7,12 +7,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.commands._args import add_console_flags
+from console.commands._args import add_console_flags, command_help
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("attach", help="watch existing endpoints: enginedeck attach vllm@http://127.0.0.1:8000 ... "
-                       "or hosts over SSH: enginedeck attach ssh://gpu@node1")
+    p = sub.add_parser("attach", **command_help(
+        "watch existing endpoints: enginedeck attach vllm@http://127.0.0.1:8000 ... "
+        "or hosts over SSH: enginedeck attach ssh://gpu@node1",
+        "enginedeck attach vllm@http://127.0.0.1:8000 sglang@http://127.0.0.1:30000",
+        "enginedeck attach ssh://gpu@node1 ssh://node2:2222 --read-only",
+        description="Watch engines that are already running, or remote hosts over your own ssh, without a "
+                    "configuration file."))
     p.add_argument("refs", nargs="+", metavar="PROFILE@URL|ssh://[user@]HOST[:PORT]",
                    help="e.g. vllm@http://127.0.0.1:8000, or ssh://gpu@node1 (runs `enginedeck status --json "
                    "--watch` there with your ssh)")

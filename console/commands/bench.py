@@ -22,31 +22,40 @@ EXIT_INTERRUPTED = 130
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bench", help="compare engines: TTFT/TPOT/ITL/E2E, throughput, engine metrics (A/B)")
+    from console.commands._args import command_help
+
+    p = sub.add_parser("bench", **command_help(
+        "compare engines: TTFT/TPOT/ITL/E2E, throughput, engine metrics (A/B)",
+        "enginedeck bench --engine vllm@http://127.0.0.1:8000 --concurrency 1,8 --json out.json",
+        "enginedeck bench --engine prod-vllm --engine qwen-sglang --workload shared-prefix --repeats 2",
+        "enginedeck bench --engine A --engine B --swap --rate 4 --rate 8 --arrival gamma --burstiness 0.5"))
     p.add_argument("--engine", action="append", default=[], metavar="NAME|PROFILE@URL", required=True,
                    help="engine to benchmark (configured name or PROFILE@URL); give it twice for A/B")
     p.add_argument("--concurrency", default=None, metavar="C1,C2,...",
                    help="closed-loop concurrency levels (default 1,8,32,64; with --rate: in-flight cap)")
     p.add_argument("--rate", type=float, action="append", metavar="REQ_PER_S",
                    help="open-loop request rate (repeatable for several levels)")
-    p.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
+    p.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson",
+                   help="open loop: gaps between requests (default poisson; gamma with --burstiness)")
     p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1 = Poisson, <1 burstier)")
     p.add_argument("--num-prompts", type=int, default=64, help="measured requests per level (default 64)")
     p.add_argument("--warmup", type=int, default=None, help="warmup requests per level (default: C; open loop 0)")
     p.add_argument("--max-duration", type=float, default=None, metavar="SECS", help="stop sending after SECS")
-    p.add_argument("--input-len", type=int, default=128)
-    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--input-len", type=int, default=128, help="prompt tokens per request (default 128)")
+    p.add_argument("--output-len", type=int, default=64,
+                   help="tokens to generate per request (default 64; forced unless --natural-eos)")
     p.add_argument("--workload", default="random", help="random | shared-prefix | file:PATH (JSONL)")
     p.add_argument("--prefix-groups", type=int, default=4, help="shared-prefix: number of system prompts")
     p.add_argument("--prefix-ratio", type=float, default=0.75, help="shared-prefix: share of input-len in the prefix")
     p.add_argument("--range-ratio", type=float, default=0.0, help="random: input lengths in [L(1-r), L(1+r)]")
-    p.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    p.add_argument("--endpoint", choices=["completions", "chat"], default="completions",
+                   help="OpenAI API: /v1/completions or /v1/chat/completions (default completions)")
     p.add_argument("--natural-eos", action="store_true", help="do not force the output length")
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature sent (default 0)")
     p.add_argument("--model", default=None, help="served model to ask for (default: the first /v1/models lists)")
     p.add_argument("--repeats", type=int, default=1, help="runs per engine, in ABBA order")
     p.add_argument("--slo", default=None, metavar="ttft:MS,tpot:MS,e2e:MS", help="SLOs for goodput")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the prompts and the arrival times (default 0)")
     p.add_argument("--flush-cache", action="store_true",
                    help="flush the prefix cache before every level (SGLang /flush_cache; vLLM /reset_prefix_cache, "
                    "dev mode only); the result records whether it worked")
@@ -59,8 +68,8 @@ def register(sub: Any) -> None:
                    help="GPU source for utilisation/power (default: the config's gpu_source, nvml)")
     p.add_argument("--no-events", action="store_true", help="leave per-event timestamps out of the JSON")
     p.add_argument("--json", dest="json_out", metavar="FILE", help="write the result document (JSON)")
-    p.add_argument("--csv", dest="csv_out", metavar="FILE")
-    p.add_argument("--markdown", dest="md_out", metavar="FILE")
+    p.add_argument("--csv", dest="csv_out", metavar="FILE", help="write one row per level, engine and metric (CSV)")
+    p.add_argument("--markdown", dest="md_out", metavar="FILE", help="write the result table (Markdown)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--api-key-env", metavar="NAME", help="env var with the API key for PROFILE@URL engines")
     p.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
@@ -150,10 +159,10 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.client.bench import BenchFailed, check_ready, run_in_subprocess
-    from console.client.http import HTTPError
     from console.client.progress import BenchEvent, LevelDone, LevelProgress, RunStarted, SwapStarted
     from console.client.report import render_text, scrubbed, write_outputs
     from console.errors import UserError
+    from console.transport.http import HTTPError
 
     cfg = build_config(args)
     if args.swap:

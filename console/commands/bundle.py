@@ -20,8 +20,12 @@ SNAPSHOT_WAIT_S = 2.0  # how long the fresh snapshot may take (engines probed on
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bundle", help="write an incident bundle (.tar.gz) for a bug report: recording, metrics, "
-                       "launch commands, logs, GPU and host facts, secrets masked")  # fmt: skip
+    from console.commands._args import command_help
+
+    p = sub.add_parser("bundle", **command_help(
+        "write an incident bundle (.tar.gz) for a bug report: recording, metrics, "
+        "launch commands, logs, GPU and host facts, secrets masked",
+        "enginedeck bundle --last 15m -o /tmp/", "enginedeck bundle --engine vllm@http://127.0.0.1:8000 --gpus none"))
     p.add_argument("--last", default="15m", metavar="DURATION",
                    help="the window before now the recording covers: 90s, 15m, 2h (default 15m)")
     p.add_argument("-o", "--output", metavar="FILE",

@@ -13,12 +13,17 @@ if TYPE_CHECKING:  # the config module reads profiles from disk: only when the c
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("config", help="show the configuration file path or its contents (secrets masked)")
+    from console.commands._args import command_help
+
+    p = sub.add_parser("config", **command_help("show the configuration file path or its contents (secrets masked)",
+                                                "enginedeck config path", "enginedeck config show --json"))
     csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
-    path = csub.add_parser("path", help="print the configuration file path")
-    show = csub.add_parser("show", help="print the effective configuration, secrets masked")
+    path = csub.add_parser("path", **command_help("print the configuration file path", "enginedeck config path"))
+    show = csub.add_parser("show", **command_help("print the effective configuration, secrets masked",
+                                                  "enginedeck config show", "enginedeck config show --config my.toml"))
     show.add_argument("--json", action="store_true", help="machine-readable output")
-    keys = csub.add_parser("keys", help="list the console's actions: id (for [keys]), keys, what it does")
+    keys = csub.add_parser("keys", **command_help("list the console's actions: id (for [keys]), keys, what it does",
+                                                  "enginedeck config keys", "enginedeck config keys --json"))
     keys.add_argument("--json", action="store_true", help="machine-readable output")
     for sp in (path, show, keys):
         sp.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console import gcpause
-from console.commands._args import add_console_flags
+from console.commands._args import add_console_flags, command_help
 from console.errors import UserError
 from console.sim.fleet_spec import FLEET_ENGINES, fleet_members
 
@@ -43,10 +43,9 @@ QUIT_GRACE = 0.5
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="the console on a simulated fleet (vLLM, SGLang, TensorRT-LLM, TGI; 8 simulated GPUs); no GPU needed",
-    )
+    p = sub.add_parser("demo", **command_help(
+        "the console on a simulated fleet (vLLM, SGLang, TensorRT-LLM, TGI; 8 simulated GPUs); no GPU needed",
+        "enginedeck demo", "enginedeck demo --read-only --layout compact"))
     add_console_flags(p)
     p.set_defaults(func=run, paints=True)  # resumes garbage collection before its first frame
 

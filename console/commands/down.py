@@ -14,7 +14,8 @@ from typing import Any
 def register(sub: Any) -> None:
     from console.commands._args import add_change_command, add_host, add_yes
 
-    p = add_change_command(sub, "down", "stop a managed engine and remove its container")
+    p = add_change_command(sub, "down", "stop a managed engine and remove its container",
+                           "enginedeck down qwen-sglang --yes", "enginedeck down gpu1/qwen-sglang --yes")
     add_yes(p)
     p.add_argument("--timeout", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: config)")
     add_host(p)

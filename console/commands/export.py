@@ -12,7 +12,12 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("export", help="a recording as OpenMetrics (for promtool / Prometheus) or CSV")
+    from console.commands._args import command_help
+
+    p = sub.add_parser("export", **command_help(
+        "a recording as OpenMetrics (for promtool / Prometheus) or CSV",
+        "enginedeck export ~/incidents --format openmetrics --from '1h ago' -o incident.om",
+        "enginedeck export incident.tar.gz --format csv -o incident.csv"))
     p.add_argument("path", metavar="FILE|DIR|BUNDLE", help="a recording folder, a cut .edrec file or a bundle")
     p.add_argument("--format", choices=("openmetrics", "csv"), default="openmetrics", help="default openmetrics")
     p.add_argument("--from", dest="start", metavar="TIME", help="start: '10m ago', '19:05', a date and time")

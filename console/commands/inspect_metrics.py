@@ -44,10 +44,12 @@ _PROFILE_AT_URL = re.compile(r"^([a-z][a-z0-9_-]*)@(https?://.+)$")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "inspect-metrics",
-        help="parse one metrics payload (URL, file or -) and show canonical values and unmapped series",
-    )
+    from console.commands._args import command_help
+
+    p = sub.add_parser("inspect-metrics", **command_help(
+        "parse one metrics payload (URL, file or -) and show canonical values and unmapped series",
+        "enginedeck inspect-metrics --engine vllm http://127.0.0.1:8000/metrics",
+        "enginedeck inspect-metrics --engine sglang --json metrics.txt"))
     p.add_argument("source", metavar="URL|FILE|-|PROFILE@URL", help="where the payload comes from")
     p.add_argument("--engine", metavar="PROFILE", help="engine profile (vllm, sglang, trtllm, tgi, llamacpp, ...)")
     p.add_argument("--json", action="store_true", help="print a JSON document (schema in the module docstring)")

@@ -14,9 +14,10 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common
+    from console.commands._args import add_common, command_help
 
-    p = sub.add_parser("logs", help="show an engine's log output")
+    p = sub.add_parser("logs", **command_help("show an engine's log output", "enginedeck logs qwen-sglang -f",
+                                              "enginedeck logs qwen-sglang --tail 50"))
     add_common(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument("--tail", type=int, default=200, metavar="N", help="lines from the end to show (default 200)")

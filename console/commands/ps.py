@@ -13,9 +13,10 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from console.commands._args import add_common
+    from console.commands._args import add_common, command_help
 
-    p = sub.add_parser("ps", help="list managed and recognised engine containers and processes")
+    p = sub.add_parser("ps", **command_help("list managed and recognised engine containers and processes",
+                                            "enginedeck ps", "enginedeck ps --json"))
     add_common(p, name=False)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)

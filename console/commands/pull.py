@@ -13,7 +13,8 @@ from typing import Any
 def register(sub: Any) -> None:
     from console.commands._args import add_change_command
 
-    p = add_change_command(sub, "pull", "pull a container engine's image (with progress)")
+    p = add_change_command(sub, "pull", "pull a container engine's image (with progress)",
+                           "enginedeck pull qwen-sglang")
     p.set_defaults(func=run)
 
 

@@ -17,7 +17,12 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("record", help="record engines, GPUs and host to disk until stopped (replay, export)")
+    from console.commands._args import command_help
+
+    p = sub.add_parser("record", **command_help(
+        "record engines, GPUs and host to disk until stopped (replay, export)",
+        "enginedeck record --retain 48h --max-size 1GB",
+        "enginedeck record --engine vllm@http://127.0.0.1:8000 --dir ~/incidents"))
     p.add_argument("--engine", action="append", default=[], metavar="NAME|PROFILE@URL",
                    help="an engine to record (configured name or PROFILE@URL); repeatable; default: all configured")
     p.add_argument("--dir", metavar="DIR", help="recording folder (default: [console] recording_dir, else the "

@@ -16,7 +16,11 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("replay", help="the console on a recording (enginedeck record, a cut or a bundle)")
+    from console.commands._args import command_help
+
+    p = sub.add_parser("replay", **command_help(
+        "the console on a recording (enginedeck record, a cut or a bundle)",
+        "enginedeck replay -t '10m ago'", "enginedeck replay incident.tar.gz --speed 2"))
     p.add_argument("path", metavar="FILE|DIR|BUNDLE", nargs="?",
                    help="a recording folder, a cut .edrec file or a bundle (default: the recording folder)")
     p.add_argument("-t", "--time", metavar="TIME", help="start here: '10m ago', '19:05', '2026-12-01 19:05:30'")

@@ -15,7 +15,8 @@ from typing import Any
 def register(sub: Any) -> None:
     from console.commands._args import add_change_command, add_host, add_wait, add_yes
 
-    p = add_change_command(sub, "restart", "restart a managed engine")
+    p = add_change_command(sub, "restart", "restart a managed engine", "enginedeck restart qwen-sglang --yes",
+                           "enginedeck restart qwen-sglang --host gpu1 --yes --no-wait")
     add_yes(p)
     add_wait(p)
     add_host(p)

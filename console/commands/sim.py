@@ -16,14 +16,17 @@ ENGINES = ("vllm", "sglang", "trtllm", "tgi", "llamacpp")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "sim",
-        help="run a simulated inference engine (or --fleet of them)",
+    from console.commands._args import command_help
+
+    p = sub.add_parser("sim", **command_help(
+        "run a simulated inference engine (or --fleet of them)",
+        "enginedeck sim --engine vllm --port 8000",
+        "enginedeck sim --engine vllm --spec-decode 3:0.7 --pd-decode --lora 2",
+        "enginedeck sim --fleet",
         description="Run a simulated vLLM / SGLang / trtllm-serve / TGI / llama-server that behaves like the "
-        "real one on the wire: OpenAI API, SSE streaming, health, errors, API key and metrics.",
-    )
+        "real one on the wire: OpenAI API, SSE streaming, health, errors, API key and metrics."))
     p.add_argument("--engine", choices=ENGINES, help="engine flavour to simulate")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default: the engine's usual port)")
     p.add_argument("--model", default=None, help="served model name")
     p.add_argument("--seed", type=int, default=0, help="seed for generated text and lengths")

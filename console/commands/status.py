@@ -24,8 +24,13 @@ EXIT_OK, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_METRICS, EXIT_CRITICAL = 0, 1, 2, 3
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("status", help="engines, GPUs and host, normalised (exit 2 if an engine is unreachable, "
-                       "3 if its metrics cannot be read, 4 if a critical alert fires)")
+    from console.commands._args import command_help
+
+    p = sub.add_parser("status", **command_help(
+        "engines, GPUs and host, normalised (exit 2 if an engine is unreachable, "
+        "3 if its metrics cannot be read, 4 if a critical alert fires)",
+        "enginedeck status", "enginedeck status --engine vllm@http://127.0.0.1:8000 --json",
+        "enginedeck status --json --watch 5"))
     p.add_argument("--engine", action="append", default=[], metavar="NAME|PROFILE@URL",
                    help="an engine to include (configured name, or PROFILE@URL such as vllm@http://127.0.0.1:8000); "
                    "repeatable; without it every configured engine")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.commands._args import add_console_flags
+from console.commands._args import add_console_flags, command_help
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("tui", help="the console on the configured engines (the default command)")
+    p = sub.add_parser("tui", **command_help("the console on the configured engines (the default command)",
+                                             "enginedeck tui --read-only",
+                                             "enginedeck tui --config my.toml --refresh 2"))
     add_console_flags(p)
     p.set_defaults(func=run, paints=True)  # resumes garbage collection before its first frame
 

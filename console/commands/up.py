@@ -15,7 +15,8 @@ from typing import Any
 def register(sub: Any) -> None:
     from console.commands._args import add_change_command, add_host, add_wait
 
-    p = add_change_command(sub, "up", "start a configured engine and wait until it is ready")
+    p = add_change_command(sub, "up", "start a configured engine and wait until it is ready",
+                           "enginedeck up qwen-sglang", "enginedeck up qwen-sglang --host gpu1 --timeout 1800")
     add_wait(p)
     add_host(p)
     p.set_defaults(func=run)

@@ -18,7 +18,7 @@ import orjson
 
 from console.sources import KubeTarget
 
-# What each request needs (the RBAC rule the README's Role grants).
+# What each request needs (the RBAC rule the Role in docs/sources.md grants).
 NEEDS_LIST = "list pods"
 NEEDS_PROXY = "get pods/proxy"
 

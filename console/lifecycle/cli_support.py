@@ -198,12 +198,13 @@ def bring_up(manager: LifecycleManager, inst: EngineInstance, action: Literal["s
             at = inst.url
             if shown and shown != name:
                 at = f"127.0.0.1:{inst.config.port or inst.profile.container.port} on {shown.partition('/')[0]}"
-            print(f"{shown or name} ready at {at} ({time.monotonic() - t0:.1f} s)")
+            # Flushed: a script reading this line from a pipe waits for it while the engine runs on.
+            print(f"{shown or name} ready at {at} ({time.monotonic() - t0:.1f} s)", flush=True)
             if st.config_changed:
                 print(f"note: {name} was already running with an older configuration; "
                       f"`enginedeck restart {name}` applies the current one", file=sys.stderr)  # fmt: skip
         else:
-            print(f"{name} {action}ed ({manager.status(name).container_id}); not waiting for ready")
+            print(f"{name} {action}ed ({manager.status(name).container_id}); not waiting for ready", flush=True)
         return _foreground(manager, name) if is_process else 0
     finally:
         reporter.close()

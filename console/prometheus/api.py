@@ -59,8 +59,8 @@ def step_for(range_s: float, interval_s: float) -> float:
 def accept_encoding(url: str) -> str:
     """``identity`` for a server on this machine (loopback), ``gzip`` otherwise: on loopback the
     bytes cost nothing to move, while Prometheus compressing a backfill's answers and us inflating
-    them cost CPU the two share (the 8-engine backfill's 28 answers, 6 MB, in turn: 0.35-0.43 s
-    unzipped, 0.94-1.02 s gzipped); over a network the compressed answers are a fraction of the bytes."""
+    them cost CPU the two share (a backfill's answers took more than twice as long gzipped:
+    docs/performance.md); over a network the compressed answers are a fraction of the bytes."""
     host = httpx.URL(url).host
     if host == "localhost":
         return "identity"

@@ -7,7 +7,7 @@ hub (if it watches local engines), every host and every Prometheus source (``con
 into one ``FleetSnapshot``, engines named ``HOST/NAME`` (``SOURCE/IDENT``); ``tunnel`` holds the
 ``ssh -NL`` forwards of a host's Docker socket and of its engines' ports (one per host and port,
 reused, ended by PID group). No SSH library: only the ``ssh`` command. May import the core (config,
-hosts, model, secrets, status_parse), ``console.telemetry`` (hub, history, the source contract) and
-``console.prometheus``; never
+hosts, model, secrets, status_parse), ``console.telemetry`` (hub, history, the source contract),
+``console.prometheus`` and ``console.kube`` (the sources it joins); never
 Textual, ``console.ui`` or ``console.lifecycle``.
 """

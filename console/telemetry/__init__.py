@@ -6,6 +6,7 @@ Modules: ``promtext`` (Prometheus text parser), ``trtjson`` (trtllm-serve JSON i
 engine), ``recognize`` (what an unexpected payload is), ``nvml``, ``simgpu``, ``host`` and
 ``attribution`` (GPUs, host CPU/memory, which engine owns a GPU process), ``deadline`` (blocking calls
 with a deadline), ``history``, ``hub`` (schedules the collectors, publishes fleet snapshots) and
-``source`` (the contract with its readers). May import: the core (config, profiles, model, secrets);
+``source`` (the contract with its readers). May import: the core (config, profiles, model, secrets)
+and ``console.transport`` (the HTTP client ``scrape`` fetches with);
 never ``console.lifecycle``, ``console.client``, Textual or ``console.ui``.
 """

@@ -1,15 +1,15 @@
 """Bounded per-metric history: fixed-size ring buffers of (time, value), and per-bucket summaries.
 
 A ring holds ``CHART_POINTS`` by default, what the widest chart draws at one point a column: points
-no chart shows would only cost memory (an hour at 1 s, 3,600 points, made the rings 5.3 MB of a
-64 MB console on four engines). Each point is two float64 in ``array('d')`` storage, allocated up
-front, so a series costs about 6.4 KB whatever its age.
+no chart shows would only cost memory (an hour at 1 s, 3,600 points, made the rings a large part of
+the console's memory: docs/performance.md). Each point is two float64 in ``array('d')`` storage,
+allocated up front, so a series costs the same whatever its age.
 
 The wider time windows (15 minutes, an hour) read ``Buckets``: each ``BUCKET_S`` seconds of a
 series kept as its min, max and mean, an hour of them (720 buckets of a float64 time and three
-float32, 14 KB a series when full, grown as the series ages). A chart column at the hour window
-spans several buckets and takes their min and max, so a five-second spike stays visible where a
-plain average would flatten it.
+float32, grown as the series ages; their memory is in docs/performance.md). A chart column at the
+hour window spans several buckets and takes their min and max, so a five-second spike stays visible
+where a plain average would flatten it.
 """
 
 from __future__ import annotations

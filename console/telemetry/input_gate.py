@@ -8,13 +8,14 @@ then catches up. A wait never exceeds ``MAX_WAIT``, so a held-down key slows col
 stopping it. One gate per process, as there is one interpreter lock per process.
 
 The garbage collector steps aside too. With 64 engines the heap holds a few hundred thousand
-objects made after start, and a full collection of them takes about 100 ms of CPU (a young one
-10-20 ms, as each digest leaves large new lists and dicts), so one landing in a key's screen change
-was most of the slowest keys (``benchmarks/key_latency.py``). The UI's holds pause automatic collection
-until it ends, ``GC_PAUSE_MAX`` at most; collection then resumes where it left off, and after a
-pause that reached the cap the next ``GC_REST`` seconds of input do not pause it again, so keys held
-down cannot starve it. Only a gate that paused collection resumes it (``release`` at exit too); the
-pause is counted with the digests' own (``console/gcpause.py``), so theirs ending does not end it.
+objects made after start, and a collection of them takes a large part of a frame's budget (a young
+one too, as each digest leaves large new lists and dicts; docs/performance.md), so one landing in a
+key's screen change was most of the slowest keys (``benchmarks/key_latency.py``). The UI's holds
+pause automatic collection until it ends, ``GC_PAUSE_MAX`` at most; collection then resumes where
+it left off, and after a pause that reached the cap the next ``GC_REST`` seconds of input do not
+pause it again, so keys held down cannot starve it. Only a gate that paused collection resumes it
+(``release`` at exit too); the pause is counted with the digests' own (``console/gcpause.py``), so
+theirs ending does not end it.
 """
 
 from __future__ import annotations

@@ -54,20 +54,7 @@ from console.telemetry.trtjson import parse_trtllm_json
 if TYPE_CHECKING:
     from console.telemetry.promdelta import ScrapeParser
 
-__all__ = [
-    "HistogramSeries",
-    "ModelReading",
-    "PayloadFormat",
-    "Reading",
-    "Resolution",
-    "SeriesKey",
-    "clear_caches",
-    "finite_sum",
-    "normalize",
-    "parse_payload",
-    "sniff_format",
-    "wanted_names",
-]
+__all__ = ["clear_caches", "normalize", "parse_payload", "sniff_format", "wanted_names"]
 
 def escaped_name(name: str) -> str:
     """A metric name as prometheus_client (0.22+) writes it in OpenMetrics and text 1.0.0 samples under

@@ -1,9 +1,9 @@
 """One engine's successive scrapes, each parsed as the changes to the one before.
 
 An engine's exposition repeats itself: the same lines in the same order, and from one scrape to the
-next most values do not move (under load, about one line in nine of a 2,188-series vLLM payload).
+next most values do not move (under load, a small share of a vLLM payload's lines change).
 ``ScrapeParser.parse`` compares the new payload's lines with the previous payload's, in C (an
-equal line costs a length check and a memcmp: a third of what hashing each line cost); when every
+equal line costs a length check and a memcmp, cheaper than hashing each line); when every
 changed line is a sample line with the name and labels it had, or a line the ``wanted`` filter
 skips either way, the previous result is reused with those samples' values replaced. Anything
 else (a line added or removed, a new series, a comment or ``_created`` line that changed, a
@@ -11,8 +11,9 @@ malformed line anywhere) is a full ``promtext.parse``, which also records where 
 from, for the next payload.
 
 The result equals a full parse of the same payload (tests compare them on mutated payloads). The
-previous payload's lines are kept for the comparison (340 KB for a 2,188-series vLLM payload). One parser
-per engine, used by one thread at a time (the engine's digest worker).
+previous payload's lines are kept for the comparison (memory in proportion to the payload; the size
+for a large vLLM payload is in docs/performance.md). One parser per engine, used by one thread at a
+time (the engine's digest worker).
 """
 
 from __future__ import annotations

@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from console.client.http import ClosedEarly, ConnectFailed, HTTPClient, HTTPError, NoAnswer, Response
 from console.config import EngineInstance
 from console.model import EngineIdentity, Phase
 from console.secrets import scrub
 from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody, decode_body, release_refused, size_text
+from console.transport.http import ClosedEarly, ConnectFailed, HTTPClient, HTTPError, NoAnswer, Response
 
 MAX_METRICS_BYTES = 16 * 1024 * 1024
 MAX_JSON_BYTES = 1024 * 1024
@@ -150,8 +150,9 @@ class _CappedBody:
 
 
 class EngineProbe:
-    """Talks HTTP to one engine instance over its own keep-alive connection (the console's HTTP
-    client: a 209 KiB payload costs 0.25 ms of CPU against 1.84 ms through httpx, scrape_path.py)."""
+    """Talks HTTP to one engine instance over its own keep-alive connection, through the console's
+    own HTTP client (``console.transport.http``), which fetches a payload for a fraction of httpx's CPU
+    (``benchmarks/scrape_path.py``; docs/performance.md)."""
 
     def __init__(self, instance: EngineInstance, *, timeout: float = 2.0, tls: ssl.SSLContext | None = None) -> None:
         self.instance = instance

@@ -24,7 +24,10 @@ def extract(archive: Path, into: Path) -> Path:
         names = tar.getnames()
         assert all(not n.startswith("/") and ".." not in n.split("/") for n in names), names
         assert all(m.isfile() for m in tar.getmembers())
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # PEP 706: CPython 3.11.4+; Debian 12's 3.11.2 has none
+            tar.extractall(into, filter="data")
+        else:  # the members were checked above: regular files, relative paths inside the folder
+            tar.extractall(into)
     tops = {n.split("/", 1)[0] for n in names}
     assert len(tops) == 1, tops
     return into / tops.pop()

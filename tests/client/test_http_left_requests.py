@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from console.client.http import HTTPClient, NoAnswer
+from console.transport.http import HTTPClient, NoAnswer
 
 
 async def _silent_server() -> tuple[asyncio.Server, int]:

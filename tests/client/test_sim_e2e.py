@@ -10,12 +10,12 @@ import orjson
 import pytest
 
 from console.cli import main
-from console.client.http import Cancellable, HTTPClient
 from console.client.stream import GenParams, build_body, endpoint_path, stream_request
 from console.client.timing import RequestRecord, compute
 from console.client.workloads import WorkloadSpec, generate
 from console.ports import free_port
 from console.profiles import get_profile
+from console.transport.http import Cancellable, HTTPClient
 
 from .simproc import sims
 

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 
-from console.client.http import Cancellable, HTTPClient
 from console.client.stream import GenParams, build_body, list_models, stream_request
 from console.client.timing import RequestRecord, compute
 from console.profiles import get_profile
+from console.transport.http import Cancellable, HTTPClient
 
 from .replay_server import ReplayServer
 
@@ -107,7 +107,7 @@ async def test_cancel_closes_the_connection_and_server_sees_it(server: tuple[Rep
 
 
 async def test_list_models_and_unreachable(server: tuple[ReplayServer, str]) -> None:
-    from console.client.http import HTTPError
+    from console.transport.http import HTTPError
 
     _, url = server
     client = HTTPClient(url)

@@ -6,7 +6,6 @@ bearer token, an unreachable server, and logs through a real kubectl."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import urllib.request
@@ -237,10 +236,9 @@ def test_https_with_a_ca_file(tls_api: tuple[FakeApiServer, str]) -> None:
     assert "CERTIFICATE_VERIFY_FAILED" in untrusted.view()[0].freshness.reason
 
 
+@pytest.mark.kubectl
 def test_logs_through_kubectl(tls_api: tuple[FakeApiServer, str]) -> None:
     # kubectl sends a bearer token only over https: the server has a certificate made for the test.
-    if os.environ.get("ENGINEDECK_SKIP_KUBECTL", "") not in ("", "0", "false", "no"):
-        pytest.skip("ENGINEDECK_SKIP_KUBECTL is set")
     if shutil.which("kubectl") is None:
         pytest.fail("kubectl not found: install it (scripts/provision/kubectl.sh: Debian's kubernetes-client), "
                     "or set ENGINEDECK_SKIP_KUBECTL=1", pytrace=False)

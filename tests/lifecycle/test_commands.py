@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -79,6 +80,27 @@ def pid_of(conf: Path, name: str = "demo") -> int:
     out = run("ps", "--json", "--config", str(conf))
     row = next(r for r in json.loads(out.stdout)["engines"] if r["name"] == name)
     return int(row["id"].split()[1])
+
+
+def test_up_prints_ready_at_once_on_a_pipe(tmp_path: Path) -> None:
+    """A script reading `up`'s stdout from a pipe gets the ready line while the engine runs on. Without
+    PYTHONUNBUFFERED (as on a fresh machine) Python buffers a pipe until exit, so the line must be flushed."""
+    conf = write_config(tmp_path / "config.toml", free_port())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    up = subprocess.Popen([*ENGINEDECK, "up", "demo", "--config", str(conf)], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+    try:
+        assert up.stdout is not None
+        os.set_blocking(up.stdout.fileno(), False)
+        out = b""
+        deadline = time.monotonic() + 60  # a guard against waiting forever, not a bound on speed
+        while b"ready at" not in out and up.poll() is None and time.monotonic() < deadline:
+            select.select([up.stdout], [], [], 1.0)
+            out += up.stdout.read() or b""
+        assert b"demo ready at" in out, f"no ready line on the pipe while up runs (got {out!r})"
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.communicate(timeout=60)
 
 
 def test_up_ps_logs_down_with_a_process_engine(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ class BenchScreen(DeckScreen):
         import asyncio
 
         from console.client.bench import BenchFailed, check_ready, run_in_subprocess
-        from console.client.http import HTTPError
+        from console.transport.http import HTTPError
 
         # Worker thread: the results go to the screen as messages (post_message is thread-safe).
         try:

@@ -26,7 +26,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Static
 
-from console.client.http import Cancellable
 from console.client.playground import (
     Conversation,
     ModelCache,
@@ -43,6 +42,7 @@ from console.client.stream import GenParams
 from console.client.timing import RequestRecord
 from console.model import FleetSnapshot
 from console.target import EngineTarget
+from console.transport.http import Cancellable
 from console.ui.actions import Action
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen

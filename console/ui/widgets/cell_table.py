@@ -8,7 +8,7 @@ rows added, removed or sorted, a header label) keys or clears the cache as befor
 
 The caches are sized to the table. DataTable's own caches (10,000 cells, 1,000 rows and lines) are
 keyed by that table-wide counter, so here each refresh makes all their entries dead, and they would
-fill to their bounds over minutes (6 MB after two minutes on a 4-row table, still filling). What they can
+fill to their bounds over minutes (megabytes even on a small table; docs/performance.md). What they can
 still hit is the current state's visible lines, so they hold a few times the table's lines, and the
 cell cache here a few versions of each cell.
 """

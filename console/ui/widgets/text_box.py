@@ -9,7 +9,7 @@ from textual.widgets import Input
 
 
 def is_text_box(widget: Widget | None) -> bool:
-    """An Input or a TextArea. TextArea's module (documents, tree-sitter: ~27 ms of a start) is
+    """An Input or a TextArea. TextArea's module (documents, tree-sitter: a visible part of a start) is
     imported only by the screens that show one, so before that no TextArea can have focus."""
     if isinstance(widget, Input):
         return True

@@ -8,14 +8,14 @@ no task switch and no line iterator per event. Connections are kept alive and re
 (one request at a time per connection); ``TCP_NODELAY`` is set (Nagle's algorithm waiting on the
 server's delayed ACK adds 40-80 ms stalls to small writes otherwise).
 
-The telemetry probes (``console/telemetry/scrape.py``) use it too: a 209 KiB metrics payload costs
-0.25 ms of CPU to fetch here and 1.84 ms through httpx (``benchmarks/scrape_path.py``), and the live
+The telemetry probes (``console/telemetry/scrape.py``) use it too: a metrics payload costs a fraction
+of the CPU to fetch here that it costs through httpx (``benchmarks/scrape_path.py``), and the live
 console then imports no httpx.
 
 It is kept because it measures better: ``benchmarks/client_capacity.py`` runs it against aiohttp
 with everything else the same (orjson bodies encoded beforehand, ``sse.py``, the same sink), and
-per CPU-second this client handles about 2x the requests and 1.4x the SSE events (README,
-"Measured here"). Below 1.3x it should give way to aiohttp.
+per CPU-second this client handles more requests and SSE events (docs/performance.md). Should that
+ratio fall below 1.3x, it should give way to aiohttp.
 
 Cancelling a request aborts its connection at once (RST/FIN), so the server sees the client go.
 """

@@ -1,0 +1,139 @@
+"""Each package imports only what its ``__init__`` docstring says it may, and packages do not import
+each other in a cycle. Read from the source (a lazy import inside a function counts; imports under
+``if TYPE_CHECKING:`` do not run and are not counted), as tests/test_module_boundaries.py does.
+
+``ALLOWED`` is the docstrings' rules as data: for each package, the packages (all their modules) and
+single modules its modules may import besides its own. "The core" is the top-level modules of
+console/ (config, profiles, model, ...), which import no package at all. A test checks that every
+package or module a rule allows is named in that package's docstring, so the rule and the docstring
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.test_module_boundaries import MODULES, _cycles, _graph
+
+CONSOLE = Path(__file__).resolve().parents[1] / "console"
+CORE = "console"  # the top-level modules' package
+ENTRY_POINTS = {"console.cli", "console.__main__"}  # the command line: they import the commands
+EVERYTHING = "*"
+
+ALLOWED: dict[str, set[str]] = {
+    CORE: set(),
+    "console.alerts": set(),
+    "console.bundle": {"console.telemetry", "console.lifecycle", "console.recording"},
+    "console.client": {"console.telemetry", "console.transport", "console.lifecycle"},
+    "console.commands": {EVERYTHING},
+    "console.kube": {"console.telemetry", "console.prometheus.federate"},
+    "console.lifecycle": {"console.telemetry.nvml", "console.remote.tunnel"},
+    "console.prometheus": {"console.telemetry"},
+    "console.recording": {"console.telemetry"},
+    "console.remote": {"console.telemetry", "console.prometheus", "console.kube"},
+    "console.sim": {"console.ports", "console.sim.engines"},
+    "console.sim.engines": {"console.sim"},
+    "console.telemetry": {"console.transport"},
+    "console.transport": set(),
+    "console.ui": {EVERYTHING},
+    "console.ui.screens": {"console.ui", "console.ui.widgets", "console.client", "console.transport",
+                           "console.telemetry.history"},
+    "console.ui.widgets": {"console.ui", "console.telemetry.history"},
+}
+# (package, package it imports): the only modules that may. The client's A/B swap alone drives engines.
+ONLY_IN: dict[tuple[str, str], set[str]] = {("console.client", "console.lifecycle"): {"console.client.swap"}}
+# The simulator stands alone: not even the core but what its rule names (free ports).
+STANDALONE = {"console.sim", "console.sim.engines"}
+# Modules no module of a package may import although the package is allowed: the app is reached
+# through the DeckHost protocol (console.ui.host), and only the launcher builds it.
+FORBIDDEN_MODULES = {"console.ui.screens": {"console.ui.app"}, "console.ui.widgets": {"console.ui.app"}}
+
+
+def _package(module: str) -> str:
+    """The package a module is in (a package's ``__init__`` is in itself)."""
+    if MODULES[module].name == "__init__.py":
+        return module
+    return module.rpartition(".")[0]
+
+
+def _allowed(module: str, target: str) -> bool:
+    own, theirs = _package(module), _package(target)
+    rule = ALLOWED[own]
+    if theirs == own or EVERYTHING in rule:
+        return True
+    if module not in ONLY_IN.get((own, theirs), {module}):
+        return False
+    if target in FORBIDDEN_MODULES.get(own, set()):
+        return False
+    if own in STANDALONE:
+        return theirs in rule or target in rule
+    if theirs == CORE:
+        return target not in ENTRY_POINTS or module in ENTRY_POINTS
+    return theirs in rule or target in rule
+
+
+def _violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} imports {t}" for m, deps in graph.items() for t in deps
+                  if m not in ENTRY_POINTS and not _allowed(m, t))
+
+
+def test_every_package_has_a_rule() -> None:
+    packages = {_package(m) for m in MODULES}
+    assert packages == set(ALLOWED), f"packages without a rule here: {sorted(packages - set(ALLOWED))}"
+
+
+def test_each_package_imports_only_what_its_docstring_allows() -> None:
+    graph = _graph()
+    assert "console.telemetry.nvml" in graph["console.lifecycle.gpu_release"]  # the graph sees imports
+    violations = _violations(graph)
+    assert violations == [], "imports the package docstrings forbid:\n" + "\n".join(violations)
+
+
+def test_a_forbidden_import_is_caught() -> None:
+    """The check itself: the imports the docstrings name as forbidden are reported."""
+    graph = {m: set(deps) for m, deps in _graph().items()}
+    graph["console.telemetry.scrape"].add("console.client.bench")  # telemetry: never console.client
+    graph["console.sim.server"].add("console.telemetry.promtext")  # the simulator stands alone
+    graph["console.ui.widgets.chart"].add("console.ui.screens.base")  # widgets: no screen
+    graph["console.client.bench"].add("console.lifecycle.manager")  # the lifecycle: swap only
+    graph["console.model"].add("console.telemetry.hub")  # the core imports no package
+    assert _violations(graph) == sorted([
+        "console.telemetry.scrape imports console.client.bench",
+        "console.sim.server imports console.telemetry.promtext",
+        "console.ui.widgets.chart imports console.ui.screens.base",
+        "console.client.bench imports console.lifecycle.manager",
+        "console.model imports console.telemetry.hub",
+    ])
+
+
+def _docstring(package: str) -> str:
+    init = CONSOLE.parent.joinpath(*package.split("."), "__init__.py")
+    return ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+
+
+@pytest.mark.parametrize("package", sorted(p for p in ALLOWED if EVERYTHING not in ALLOWED[p]))
+def test_the_rule_is_the_one_the_docstring_states(package: str) -> None:
+    doc = _docstring(package)
+    named = (a for a in ALLOWED[package] if not a.startswith(package + "."))  # its own subpackages go without saying
+    unnamed = sorted(a for a in named if a not in doc and a.removeprefix("console.") not in doc)
+    assert unnamed == [], f"{package}'s docstring does not say it may import {unnamed}"
+
+
+def _top_level(module: str) -> str:
+    """console.ui.screens.base -> console.ui; the core's modules -> console; the entry points apart."""
+    if module in ENTRY_POINTS:
+        return module
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or _package(module) != CORE else CORE
+
+
+def test_no_import_cycle_between_packages() -> None:
+    packages: dict[str, set[str]] = {}
+    for module, deps in _graph().items():
+        own = _top_level(module)
+        packages.setdefault(own, set()).update(_top_level(d) for d in deps if _top_level(d) != own)
+    assert "console.telemetry" in packages["console.ui"]  # the package graph was built
+    assert _cycles(packages) == []
