@@ -22,7 +22,8 @@ COLUMNS = (("name", Text("engine"), 12), ("phase", Text("health▼", style="bold
 def rows(n: int) -> list[tuple[str, list[Text]]]:
     base = [
         ("a", [Text("vllm-a"), Text("● ready", style="green"), Text("17"), Text("55%")]),
-        # Longer than its column (cropped), several spans, a dim cell, a right-justified one.
+        # Longer than its column (ends in "…": a DataTable does so when told, below, a RowTable unless
+        # told otherwise), several spans, a dim cell, a right-justified one.
         ("b", [Text("sglang-long-name-here"), Text.assemble(("✖ ", "red"), ("crashed: exit 137", "bold")),
                Text("n/a", style="dim"), Text("3", justify="right")]),
         # A row tinted by a firing alert (the overview stylizes each cell), and a wide character.
@@ -31,6 +32,9 @@ def rows(n: int) -> list[tuple[str, list[Text]]]:
     for _, cells in base[2:]:
         for t in cells:
             t.stylize("on #5f0000")
+    for _, cells in base:
+        for t in cells:
+            t.overflow, t.no_wrap = "ellipsis", True
     more = [(f"r{i}", [Text(f"tgi-{i}"), Text("● ready", style="green"), Text(str(i)), Text(f"{i}%")])
             for i in range(n - len(base))]
     return (base + more)[:n]
