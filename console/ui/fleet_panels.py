@@ -27,13 +27,13 @@ GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
 
 
 GPU_ENGINE_W = next(w for key, _, w, _ in GPU_COLUMNS if key == "engine")
-GPU_NAME_W = 9  # the GPU column: "7 H100 80GB", its index and model
+GPU_NAME_W = 10  # the GPU column: "7 H100 80GB…", its index and model
 
 
 def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
     name = g.name.replace("NVIDIA ", "").replace("Simulated ", "")  # the panel title says "simulated"
     label = Text(f"{g.index} ")
-    label.append(fmt.fit_end(name, GPU_NAME_W), style="dim")
+    label.append(fmt.fit_words(name, GPU_NAME_W), style="dim")
     power = fmt.na()
     if g.power_w is not None:
         power = Text(f"{g.power_w:.0f}" + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "") + " W")

@@ -64,10 +64,18 @@ def fit_name(name: str, width: int) -> str:
     return name[:head] + "…" + name[len(name) - tail:]
 
 
-def fit_end(text: str, width: int) -> str:
-    """``text`` in ``width`` cells, its end replaced by "…" when it does not fit (a model or GPU name,
-    read from its start)."""
-    return text if len(text) <= width else text[:max(0, width - 1)] + "…"[:max(0, width)]
+def fit_words(text: str, width: int) -> str:
+    """``text`` in ``width`` cells: when it does not fit, the words that do and "…" for the rest (a GPU's
+    model, read from its start: "H100 80GB…" for "H100 80GB HBM3"); a first word too long is cut."""
+    if len(text) <= width:
+        return text
+    words = text.split(" ")
+    kept = ""
+    for w in words:
+        if len(kept) + (1 if kept else 0) + len(w) > width - 1:
+            break
+        kept = f"{kept} {w}" if kept else w
+    return (kept or text[:max(0, width - 1)]) + "…"[:max(0, width)]
 
 
 def count(v: float | None) -> Text:

@@ -178,3 +178,25 @@ async def test_overview_opens_the_engine_clicked_twice(make_app: AppFactory) -> 
         await pilot.click("#engines", offset=(3, 2))
         await pilot.pause()
         assert isinstance(app.screen, EngineScreen) and app.screen.selected_engine() == second
+
+
+async def test_a_cell_too_long_for_its_column_ends_in_an_ellipsis() -> None:
+    """Never a silent cut: "sglang@10.255.255.1:30000" cropped to 24 cells would read as port 3000."""
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield RowTable()
+
+        def on_mount(self) -> None:
+            t = self.query_one(RowTable)
+            t.add_column("engine", key="name", width=24)
+            t.add_row(Text("sglang@10.255.255.1:30000"), key="a")
+            t.add_row(Text.assemble(("sglang@", "bold"), "10.255.255.1:30000"), key="b")
+
+    app = One()
+    async with app.run_test(size=(40, 5)) as pilot:
+        await pilot.pause()
+        t = app.query_one(RowTable)
+        lines = ["".join(ch for ch, _ in cells_of(t.render_line(y))) for y in (1, 2)]
+    for line in lines:
+        assert line.strip() == "sglang@10.255.255.1:300…", line

@@ -62,14 +62,13 @@ def _num(v: float | None, desc: bool = True) -> tuple[int, float]:
 NAME_MAX = 28
 
 # The overview's trend charts: (history key, label, fixed top or None for the window's max, how the
-# top reads in the 6 cells of a label). An engine's trends take at most TREND_MAX_ROWS rows.
+# top reads in the 6 cells of a label).
 TREND_SERIES: tuple[tuple[str, str, float | None, Callable[[float], str]], ...] = (
     ("generation_tps", "gen", None, fmt.si),
     ("kv_usage", "KV", 1.0, lambda v: "100%"),
     ("waiting", "wait", None, fmt.si),
     ("ttft_p99", "ttft99", None, lambda v: fmt.short_seconds(v)),
 )
-TREND_MAX_ROWS = 8
 
 # Row tint of an engine with a firing alert (k9s' error/modify colours); the cells' markup carries it,
 # so only the rows whose tint changes are drawn again.
@@ -433,14 +432,14 @@ class OverviewScreen(DeckScreen):
 
     def trend_layout(self, engines: int) -> tuple[int, int]:
         """(engines shown, rows each): the trends share the rows the layout gives them (their widget
-        takes the height the other panels leave), up to TREND_MAX_ROWS an engine; an engine a row when
+        takes the height the other panels leave); an engine a row when
         they are many, and a last line saying how many more there are when even that does not fit."""
         avail = self.query_one("#sparks", Line).size.height
         if avail <= 0:  # not laid out yet: a row each, the next refresh sizes them
             return min(engines, 8), 1
         if engines > avail:
             return max(0, avail - 1), 1
-        return engines, max(1, min(TREND_MAX_ROWS, avail // max(1, engines)))
+        return engines, max(1, avail // max(1, engines))
 
     def _sparks(self, fleet: FleetSnapshot) -> tuple[Text, str, int]:
         """Per-engine history charts as fixed-width text (cheaper than a Rich table every second), as wide
@@ -448,6 +447,8 @@ class OverviewScreen(DeckScreen):
         src = self.deck.source
         engines = fleet.engines
         shown, rows = self.trend_layout(len(engines))
+        # The rows left over (fewer than the engines) go between them, not in a band below.
+        spacers = 0 if rows == 1 else min(max(0, shown - 1), self.query_one("#sparks", Line).size.height - shown * rows)
         names = [short_name(e.name) for e in engines[:shown]]
         name_w = max(self._name_width(), min(NAME_MAX, max((len(n) for n in names), default=0)))
         width = max(6, (self.size.width - 2 - name_w - 4) // 4 - 8)
@@ -465,6 +466,8 @@ class OverviewScreen(DeckScreen):
                 else:
                     scale_top = hi if hi is not None else max(finite)
                     charts.append((label, top_text(scale_top), block_chart(vals, width, rows, hi=hi), "cyan"))
+            if 0 < n <= spacers:
+                out.append("\n")
             for r in range(rows):
                 if n or r:
                     out.append("\n")
@@ -474,7 +477,7 @@ class OverviewScreen(DeckScreen):
                     tag = label if r == rows - 1 else top if r == 0 else ""
                     out.append(f"{tag:>6} ", style="dim")
                     out.append(chart_rows[r] + " ", style=style)
-        lines = shown * rows
+        lines = shown * rows + spacers
         if shown < len(engines):
             out.append(("\n" if shown else "") + f"… trends of {fmt.plural(len(engines) - shown, 'more engine')} "
                        "not shown: open one (⏎) for its charts", style="dim")
