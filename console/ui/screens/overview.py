@@ -128,7 +128,7 @@ COLUMNS: tuple[Column, ...] = (
     # Shown only when an engine has a role (a source's prefill/decode label).
     Column("role", "role", 7, "role", lambda e, ctx: Text(e.role) if e.role else fmt.na(), lambda e: (e.role, e.name),
            4),
-    Column("kind", "type/version", 16, "phase", lambda e, ctx: engine_label(e, ctx.display), None, 8),
+    Column("kind", "type/version", 18, "phase", lambda e, ctx: engine_label(e, ctx.display), None, 8),
     Column("model", "model", 22, "phase", lambda e, ctx: _model(e), None, 9),
     Column("phase", "health", 13, "phase", lambda e, ctx: fmt.health(e, ctx.now, ctx.health_width),
            lambda e: (fmt.severity(e), not e.metrics_freshness.stale, e.name), 1),
@@ -434,9 +434,10 @@ class OverviewScreen(DeckScreen):
         """(engines shown, rows each): the trends share the rows the layout gives them (their widget
         takes the height the other panels leave); an engine a row when
         they are many, and a last line saying how many more there are when even that does not fit."""
-        avail = self.query_one("#sparks", Line).size.height
-        if avail <= 0:  # not laid out yet: a row each, the next refresh sizes them
-            return min(engines, 8), 1
+        sparks = self.query_one("#sparks", Line)
+        avail = sparks.size.height
+        if avail <= 0:  # not laid out yet (a row each: the resize after layout sizes them), or no room
+            return (min(engines, 8), 1) if not sparks.region else (0, 1)
         if engines > avail:
             return max(0, avail - 1), 1
         return engines, max(1, avail // max(1, engines))
@@ -478,7 +479,7 @@ class OverviewScreen(DeckScreen):
                     out.append(f"{tag:>6} ", style="dim")
                     out.append(chart_rows[r] + " ", style=style)
         lines = shown * rows + spacers
-        if shown < len(engines):
+        if shown < len(engines) and self.query_one("#sparks", Line).size.height > shown * rows:  # room to say so
             out.append(("\n" if shown else "") + f"… trends of {fmt.plural(len(engines) - shown, 'more engine')} "
                        "not shown: open one (⏎) for its charts", style="dim")
             lines += 1
