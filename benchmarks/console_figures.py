@@ -12,6 +12,11 @@
    attach (to the fleet already running) and demo (boots its own fleet). Median of --rounds.
 4. Quit -> shell back: the time from sending "q" until the console's process is gone; attach and demo.
 5. `enginedeck --help`: wall time of the process, median of 10.
+6. With --hour: the console's RSS holding a full hour of history for 4 engines and 8 GPUs. 30 s of the
+   fleet (4 engines under load, 8 simulated GPUs) are recorded, their snapshots repeated along an hour
+   at 1 s (benchmarks/recording.py's day, an hour long), and `enginedeck replay` opens it at its last
+   second: the seek rebuilds the rings and the hour's 5 s summaries of every series, as the live console
+   holds them after an hour. RSS after the engine detail's charts are drawn at the 1h window.
 --compare DIR measures the console package in DIR too, in the same run (before/after a change).
 Prints figures; asserts nothing. Needs tmux. Uses a private tmux server (-L).
 """
@@ -139,12 +144,28 @@ def help_ms(env: dict[str, str]) -> float:
     return 1000 * statistics.median(walls)
 
 
+def hour_recording(tmp: Path) -> tuple[Path, float]:
+    """An hour of the fleet's snapshots at 1 s (see part 6); the folder and its last recorded time."""
+    from recording import _day, record  # this folder
+
+    from console.recording import Recording
+
+    src = tmp / "rec30"
+    record(argparse.Namespace(seconds=30.0), src)
+    hour = tmp / "hour"
+    _day(src, hour, 3600)
+    span = Recording.open(hour).span
+    assert span is not None
+    return hour, span[1]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--size", default="200x50")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: cpu,start,demo,help")
+    ap.add_argument("--hour", action="store_true", help="also the RSS with a full hour of history (part 6)")
     ap.add_argument("--compare", metavar="DIR", default="",
                     help="also measure the console package in DIR (e.g. `git archive REV console | tar -x -C DIR`), "
                          "in the same run: the consoles side by side for CPU, alternating rounds for the timings")
@@ -229,6 +250,26 @@ def main() -> int:
             results.append(f"[{label}] launch -> first frame with data, demo: {median(dfirsts[label])}  "
                            "(target <= 2.0 s)")
             results.append(f"[{label}] quit -> shell back, demo: {median(dquits[label])}  (target <= 2.0 s)")
+    if args.hour:
+        hour, end = hour_recording(tmp)
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(end))
+        for n, (label, venv) in enumerate(variants):
+            replay = f"{BIN} replay {shlex.quote(str(hour))} -t {shlex.quote(at)} --paused"
+            pane = Pane(f"hour{n}", replay, (w, h), venv)
+            try:
+                seen = pane.first_data(60)
+                time.sleep(5)  # the seek's whole history follows its snapshot
+                pane.keys("Enter")  # the engine detail: its charts at 5m, then the 1h window
+                time.sleep(2)
+                pane.keys("w", "w")
+                time.sleep(5)
+                hour_ok = "· 1h" in pane.text()
+                rss = pane.proc.memory_info().rss / 1e6
+                note = "" if seen is not None and hour_ok else " (the replay's data or its 1h charts never showed!)"
+                results.append(f"[{label}] console RSS with a full hour of history (replay of 1 h, 4 engines, 8 GPUs, "
+                               f"engine detail at 1h): {rss:.1f} MB{note}  (target <= 60 MB)")
+            finally:
+                pane.close()
     if "help" not in skip:
         for label, venv in variants:
             results.append(f"[{label}] enginedeck --help: {help_ms(venv):.0f} ms (median of 10)  (target <= 150 ms)")

@@ -128,7 +128,8 @@ def seek(a: argparse.Namespace, src: Path, day: Path) -> None:
         return f"median {1000 * statistics.median(xs):.0f} ms, max {1000 * max(xs):.0f} ms"
 
     print(f"seek ({a.seeks} random times), command to the snapshot on view: wall {ms(first_w)}; CPU {ms(first_c)}")
-    print(f"  ... to the charts' {replay.history_points} points of history: wall {ms(full_w)}; CPU {ms(full_c)}")
+    print(f"  ... to the whole history ({replay.history_points} points, the hour's summaries): wall {ms(full_w)}; "
+          f"CPU {ms(full_c)}")
 
 
 def main() -> int:

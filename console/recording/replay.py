@@ -3,9 +3,9 @@
 The console runs on it unchanged: each recorded document becomes the ``FleetSnapshot`` it was made
 from (``status_parse``), published to subscribers in the replay's own thread, and the history the
 charts read is what the live hub would have held (the same ``record`` over the same snapshots):
-rebuilt for ``history_points`` snapshots before the position on a seek or a step back (from the
-rows frames beside the documents, or the documents themselves where a recording has none), extended
-as it plays.
+rebuilt on a seek or a step back (from the rows frames beside the documents, or the documents
+themselves where a recording has none): ``history_points`` snapshots before the position in the
+rings, the hour before it in the summaries the 15m and 1h windows draw; extended as it plays.
 Timeline commands (play/pause, step, seek, skip, speed) may come from any thread; they are carried
 out in the replay's thread, so a seek that decodes a minute of frames never blocks the UI. Playback
 waits the recorded interval divided by the speed (at most ``MAX_WAIT_S``: a gap in the recording is
@@ -14,6 +14,7 @@ not sat through) and, fast, publishes at most ``MAX_PUBLISH_HZ`` snapshots a sec
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import itertools
@@ -32,7 +33,7 @@ from console.recording.history_rows import Points, Row, rows_of
 from console.recording.reader import Recording
 from console.recording.writer import RecordingError
 from console.status_parse import DocumentError, snapshot_from_doc
-from console.telemetry.history import CHART_POINTS, History
+from console.telemetry.history import CHART_POINTS, WIDEST_WINDOW_S, History
 from console.telemetry.source import Listener
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -203,10 +204,13 @@ class ReplaySource:
         return pos, snap
 
     def _history_to(self, pos: Pos, *, points: int | None = None) -> History:
-        """The history the live hub held at ``pos``: up to ``points`` snapshots before it."""
+        """The history the live hub held at ``pos``: its rings hold up to ``points`` snapshots before it
+        (default ``history_points``), and, for the full rebuild (``points`` None), its summaries the
+        hour before it, so the 15m and 1h windows are full at once after a seek."""
         rec = self.recording
         at = rec.doc(pos)[0]
-        lo = at - (self.history_points if points is None else points) * self._interval
+        ring_lo = at - (self.history_points if points is None else points) * self._interval
+        lo = min(ring_lo, at - WIDEST_WINDOW_S) if points is None else ring_lo
         history = History(capacity=self._capacity)
         series: Points = {}
         from_docs = False
@@ -228,7 +232,7 @@ class ReplaySource:
                             got[0].append(rt)
                             got[1].append(v)
         for key, (ts, vs) in series.items():
-            history.extend(key, ts, vs)
+            history.extend(key, ts, vs, ring_from=bisect.bisect_left(ts, ring_lo))
         if from_docs:
             # Documents decoded, rows kept for stepping: their young objects are walked now, in the
             # rebuild's own time, not by whatever allocates next (the next seek's snapshot).

@@ -51,9 +51,13 @@ class Ring:
             self._start = (self._start + 1) % self.capacity
 
     def extend(self, times: Sequence[float], values: Sequence[float | None]) -> None:
-        """``append`` of each (time, value); into an empty ring, as two slice copies."""
+        """``append`` of each (time, value); into an empty ring, as two slice copies (of the newest
+        ``capacity``: the ones appending them all would keep)."""
         n = len(times)
-        if self._n or not n or n > self.capacity:
+        if n > self.capacity and not self._n:
+            times, values = times[-self.capacity:], values[-self.capacity:]
+            n = self.capacity
+        if self._n or not n:
             for t, v in zip(times, values, strict=True):
                 self.append(t, v)
             return
@@ -142,6 +146,34 @@ class Buckets:
             self.cur_sum += value
             self.cur_n += 1
 
+    def add_many(self, times: Sequence[float], values: Sequence[float | None]) -> None:
+        """``add`` of each point (``None``: a gap), ascending times: a replay's hour rebuilt at a seek,
+        summed a bucket at a time in one loop rather than a call a point."""
+        k, n = 0, len(times)
+        while k < n:
+            start = math.floor(times[k] / BUCKET_S) * BUCKET_S
+            end = start + BUCKET_S
+            j = k
+            while j < n and times[j] < end:
+                j += 1
+            if start < self.cur:  # older than the open bucket: those are summarised already
+                k = j
+                continue
+            if start != self.cur:
+                self._close()
+                self.cur, self.cur_lo, self.cur_hi, self.cur_sum, self.cur_n = start, NAN, NAN, 0.0, 0
+            finite = [float(v) for v in values[k:j] if v is not None and v == v]
+            if finite:
+                lo, hi = min(finite), max(finite)
+                self.cur_lo = min(self.cur_lo, lo) if self.cur_n else lo
+                self.cur_hi = max(self.cur_hi, hi) if self.cur_n else hi
+                total = self.cur_sum
+                for v in finite:  # in order, as ``add`` sums (sum() compensates: another last bit)
+                    total += v
+                self.cur_sum = total
+                self.cur_n += len(finite)
+            k = j
+
     def put(self, start: float, lo: float, hi: float, mean: float) -> None:
         """A whole bucket's summary (one copied from another store), after what this one holds."""
         if start <= self.cur:
@@ -221,17 +253,19 @@ class History:
             self._buckets[key] = Buckets()
         return ring
 
-    def extend(self, key: Hashable, times: Sequence[float], values: Sequence[float | None]) -> None:
-        """``append`` of many points (``times[i]``, ``values[i]``) under one lock (a replay rebuilding
-        its charts)."""
+    def extend(self, key: Hashable, times: Sequence[float], values: Sequence[float | None], *,
+               ring_from: int = 0) -> None:
+        """``append`` of many points (``times[i]``, ``values[i]``, ascending) under one lock (a replay
+        rebuilding its charts); the ring takes those from index ``ring_from`` on, the summaries all of
+        them (a replay's seek rebuilds the hour's summaries and the ring's last points)."""
+        if len(times) != len(values):
+            raise ValueError("as many values as times")
         with self._lock:
             ring = self._ring(key)
             if ring is None:
                 return
-            ring.extend(times, values)
-            buckets = self._buckets[key]
-            for t, v in zip(times, values, strict=True):
-                buckets.add(t, NAN if v is None else float(v))
+            ring.extend(times[ring_from:], values[ring_from:])
+            self._buckets[key].add_many(times, values)
 
     def backfill(self, key: Hashable, times: Sequence[float], values: Sequence[float | None]) -> None:
         """Put older points (``times`` ascending) before what the series holds: those at or after its

@@ -26,15 +26,20 @@ GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
 )
 
 
+GPU_ENGINE_W = next(w for key, _, w, _ in GPU_COLUMNS if key == "engine")
+GPU_NAME_W = 10  # the GPU column: "7 H100 80GB…", its index and model
+
+
 def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
     name = g.name.replace("NVIDIA ", "").replace("Simulated ", "")  # the panel title says "simulated"
     label = Text(f"{g.index} ")
-    label.append(name[:9], style="dim")
+    label.append(fmt.fit_words(name, GPU_NAME_W), style="dim")
     power = fmt.na()
     if g.power_w is not None:
         power = Text(f"{g.power_w:.0f}" + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "") + " W")
     engines = g.engines or ((engine_of[g.index],) if g.index in engine_of else ())
-    owner = Text(", ".join(short_name(x) for x in engines)) if engines else Text("-", style="dim")
+    owner = Text(fmt.fit_name(", ".join(short_name(x) for x in engines), GPU_ENGINE_W)) if engines else Text(
+        "-", style="dim")
     temp = fmt.unit(g.temperature_c, "°C")
     if g.temperature_c is not None and g.temperature_c >= 85:
         temp.stylize(fmt.CRIT)
@@ -77,7 +82,7 @@ def gpu_text_table(rows: list[list[Text]], width: int = 10_000) -> Text:
         out.append("\n")
         for i in cols:
             t = cells[i].copy()
-            t.truncate(GPU_COLUMNS[i][2], pad=True)
+            t.truncate(GPU_COLUMNS[i][2], overflow="ellipsis", pad=True)
             out.append(" ")
             out.append_text(t)
             out.append(" ")

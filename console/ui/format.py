@@ -50,6 +50,34 @@ def si(v: float) -> str:
     return f"{v:.1f}"
 
 
+def fit_name(name: str, width: int) -> str:
+    """``name`` in ``width`` cells: as it is when it fits, else its head and its tail around a "…", so a
+    cut name never reads as another one (``sglang@10.255.255.1:30000`` keeps its port whole, never
+    ``…:3000``). Engine names, URLs and hosts are ASCII: a character is a cell."""
+    if len(name) <= width:
+        return name
+    if width <= 1:
+        return "…"[:max(0, width)]
+    # The tail holds what tells names apart (a port, a rank, a replica's number): the larger half.
+    tail = width // 2
+    head = width - 1 - tail
+    return name[:head] + "…" + name[len(name) - tail:]
+
+
+def fit_words(text: str, width: int) -> str:
+    """``text`` in ``width`` cells: when it does not fit, the words that do and "…" for the rest (a GPU's
+    model, read from its start: "H100 80GB…" for "H100 80GB HBM3"); a first word too long is cut."""
+    if len(text) <= width:
+        return text
+    words = text.split(" ")
+    kept = ""
+    for w in words:
+        if len(kept) + (1 if kept else 0) + len(w) > width - 1:
+            break
+        kept = f"{kept} {w}" if kept else w
+    return (kept or text[:max(0, width - 1)]) + "…"[:max(0, width)]
+
+
 def count(v: float | None) -> Text:
     if is_missing(v):
         return na()
@@ -104,6 +132,15 @@ def seconds_text(s: float) -> str:
     if s < 1:
         return f"{s * 1000:.0f} ms" if s >= 0.001 else f"{s * 1000:.2f} ms"
     return f"{s:.2f} s" if s < 10 else f"{s:.0f} s"
+
+
+def short_seconds(s: float) -> str:
+    """A duration in at most 6 cells: 85ms, 1.2s, 340s, 12ks."""
+    if s < 1:
+        return f"{s * 1000:.0f}ms"
+    if s < 100:
+        return f"{s:.1f}s"
+    return f"{si(s)}s"
 
 
 def quantile(q: Quantiles, which: str) -> Text:

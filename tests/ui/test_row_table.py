@@ -22,7 +22,8 @@ COLUMNS = (("name", Text("engine"), 12), ("phase", Text("health▼", style="bold
 def rows(n: int) -> list[tuple[str, list[Text]]]:
     base = [
         ("a", [Text("vllm-a"), Text("● ready", style="green"), Text("17"), Text("55%")]),
-        # Longer than its column (cropped), several spans, a dim cell, a right-justified one.
+        # Longer than its column (ends in "…": a DataTable does so when told, below, a RowTable unless
+        # told otherwise), several spans, a dim cell, a right-justified one.
         ("b", [Text("sglang-long-name-here"), Text.assemble(("✖ ", "red"), ("crashed: exit 137", "bold")),
                Text("n/a", style="dim"), Text("3", justify="right")]),
         # A row tinted by a firing alert (the overview stylizes each cell), and a wide character.
@@ -31,6 +32,9 @@ def rows(n: int) -> list[tuple[str, list[Text]]]:
     for _, cells in base[2:]:
         for t in cells:
             t.stylize("on #5f0000")
+    for _, cells in base:
+        for t in cells:
+            t.overflow, t.no_wrap = "ellipsis", True
     more = [(f"r{i}", [Text(f"tgi-{i}"), Text("● ready", style="green"), Text(str(i)), Text(f"{i}%")])
             for i in range(n - len(base))]
     return (base + more)[:n]
@@ -174,3 +178,25 @@ async def test_overview_opens_the_engine_clicked_twice(make_app: AppFactory) -> 
         await pilot.click("#engines", offset=(3, 2))
         await pilot.pause()
         assert isinstance(app.screen, EngineScreen) and app.screen.selected_engine() == second
+
+
+async def test_a_cell_too_long_for_its_column_ends_in_an_ellipsis() -> None:
+    """Never a silent cut: "sglang@10.255.255.1:30000" cropped to 24 cells would read as port 3000."""
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield RowTable()
+
+        def on_mount(self) -> None:
+            t = self.query_one(RowTable)
+            t.add_column("engine", key="name", width=24)
+            t.add_row(Text("sglang@10.255.255.1:30000"), key="a")
+            t.add_row(Text.assemble(("sglang@", "bold"), "10.255.255.1:30000"), key="b")
+
+    app = One()
+    async with app.run_test(size=(40, 5)) as pilot:
+        await pilot.pause()
+        t = app.query_one(RowTable)
+        lines = ["".join(ch for ch, _ in cells_of(t.render_line(y))) for y in (1, 2)]
+    for line in lines:
+        assert line.strip() == "sglang@10.255.255.1:300…", line

@@ -20,37 +20,54 @@ from console.ui.widgets.line import Line
 
 
 class TopBar(Line):
-    """One line: what this is, how fresh, paused or live, read-only, simulated."""
+    """One line: what this is, how fresh, paused or live, read-only, simulated. It never runs past the
+    width: when the words do not fit, the badges collapse to counts and symbols, then the title (the
+    screen's engine names) is cut in its middle with "…"."""
 
     DEFAULT_CSS = """
     TopBar { height: 1; background: $panel; color: $text; }
     """
 
     def draw(self, app: DeckHost, title: str) -> None:
-        fleet = app.fleet
+        width = self.size.width or self.app.size.width
+        badges = self._badges(app, short=False)
+        if len(" enginedeck ") + 1 + len(title) + badges.cell_len > width:
+            badges = self._badges(app, short=True)
         t = Text()
         t.append(" enginedeck ", style="bold reverse")
-        t.append(f" {title}")
+        room = width - t.cell_len - 1 - badges.cell_len
+        t.append(" " + fmt.fit_name(title, max(1, room)))
+        t.append_text(badges)
+        t.truncate(width, overflow="ellipsis")  # a title of one cell and still too long: the badges end in …
+        self.show(t)
+
+    def _badges(self, app: DeckHost, *, short: bool) -> Text:
+        """Everything after the title; ``short``: as counts and symbols (``SIM``, ``4 eng 1 sick``,
+        ``▲ 1c 2w``)."""
+        fleet = app.fleet
+        t = Text()
         if app.options.simulated:
-            t.append("  SIMULATED", style=fmt.SIM)
+            t.append("  SIM" if short else "  SIMULATED", style=fmt.SIM)
         if app.recording_active:
             t.append("  ● REC", style="bold red")
         src = app.source
         if is_replay(src):
             t.append("  ")
-            t.append_text(timeline_badge(src, wide=self.size.width >= 100))
+            t.append_text(timeline_badge(src, wide=not short and self.size.width >= 100))
         elif app.options.read_only:
-            t.append("  read-only", style="bold")
+            t.append("  RO" if short else "  read-only", style="bold")
         if src is not None and not is_replay(src):
             if src.paused:
-                t.append("  ❚❚ paused", style="bold yellow")
+                t.append("  ❚❚" if short else "  ❚❚ paused", style="bold yellow")
             else:
                 t.append(f"  ● {src.refresh:g} s")
         if fleet is not None and fleet.engines:
             sick = sum(1 for e in fleet.engines if fmt.is_sick(e))
-            t.append(f"  {fmt.plural(len(fleet.engines), 'engine')}")
+            n = len(fleet.engines)
+            t.append(f"  {n} eng" if short else f"  {fmt.plural(n, 'engine')}")
             if sick:
-                t.append(f" {fmt.plural(sick, 'needs', 'need')} attention", style=fmt.CRIT)
+                t.append(f" {sick} sick" if short else f" {fmt.plural(sick, 'needs', 'need')} attention",
+                         style=fmt.CRIT)
         if fleet is not None and fleet.alerts:
             firing = {sev: 0 for sev in ("critical", "warning", "info")}
             for a in fleet.alerts:
@@ -60,15 +77,17 @@ class TopBar(Line):
                 t.append("  ▲", style=fmt.CRIT if firing["critical"] else fmt.WARN)
                 for sev, style in (("critical", fmt.CRIT), ("warning", fmt.WARN), ("info", "cyan")):
                     if firing.get(sev):
-                        t.append(f" {firing[sev]} {sev}", style=style)
-                t.append(" (a)", style="dim")
+                        t.append(f" {firing[sev]}{sev[0]}" if short else f" {firing[sev]} {sev}", style=style)
+                if not short:
+                    t.append(" (a)", style="dim")
         if app.backing_problem:
             t.append(f"  {app.backing_problem.split(':')[0]}", style=fmt.CRIT)  # the notice has the rest
         if fleet is not None and not is_replay(src):
             age = app.clock() - fleet.taken_at
             if src is not None and not src.paused and age > 3 * max(src.refresh, 1.0):
-                t.append(f"  no new data for {fmt.ago(app.clock(), fleet.taken_at)}", style=fmt.CRIT)
-        self.show(t)
+                ago = fmt.ago(app.clock(), fleet.taken_at)
+                t.append(f"  stale {ago}" if short else f"  no new data for {ago}", style=fmt.CRIT)
+        return t
 
 
 class DeckScreen(Screen[None]):

@@ -166,6 +166,7 @@ class GpuScreen(DeckScreen):
         pids = {p: e.name for e in fleet.engines for p in e.pids}
         rows: list[list[Text]] = []
         shown = [key for key, _, _ in self._proc_cols]
+        widths = {key: w for key, _, w in PROC_COLUMNS} | {key: w for key, _, w in self._proc_cols}
         for p in g.processes:
             engine = p.engine or pids.get(p.pid)
             cells = {
@@ -175,6 +176,10 @@ class GpuScreen(DeckScreen):
                 "container": Text(p.container or "-", style="dim" if not p.container else ""),
                 "engine": Text(short_name(engine)) if engine else Text("unattributed", style=fmt.WARN),
             }
+            # The table crops a long cell silently: an engine's name keeps its head and tail, the rest end in "…".
+            cells["engine"].plain = fmt.fit_name(cells["engine"].plain, widths["engine"])
+            for k in ("name", "container"):
+                cells[k].truncate(widths[k], overflow="ellipsis")
             rows.append([cells[k] for k in shown])
         if not g.processes:
             rows.append([Text("no compute processes reported", style="dim") if k == "name" else Text("-" if k == "pid"

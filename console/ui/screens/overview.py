@@ -57,6 +57,19 @@ def _num(v: float | None, desc: bool = True) -> tuple[int, float]:
     return (0, -v if desc else v)
 
 
+# The name column's widest: a longer name (an attached engine's PROFILE@HOST:PORT) keeps its head and
+# tail around "…" (format.fit_name), never a silent cut.
+NAME_MAX = 28
+
+# The overview's trend charts: (history key, label, fixed top or None for the window's max, how the
+# top reads in the 6 cells of a label).
+TREND_SERIES: tuple[tuple[str, str, float | None, Callable[[float], str]], ...] = (
+    ("generation_tps", "gen", None, fmt.si),
+    ("kv_usage", "KV", 1.0, lambda v: "100%"),
+    ("waiting", "wait", None, fmt.si),
+    ("ttft_p99", "ttft99", None, lambda v: fmt.short_seconds(v)),
+)
+
 # Row tint of an engine with a firing alert (k9s' error/modify colours); the cells' markup carries it,
 # so only the rows whose tint changes are drawn again.
 TINT = {"critical": "on #5f0000", "warning": "on #5f3f00"}
@@ -102,17 +115,20 @@ def engine_name(e: EngineSnapshot, hosts: bool) -> str:
 def host_cell(e: EngineSnapshot) -> Text:
     """The host column ("local" for this machine); red while the host's stream is stale."""
     stale = bool(e.host) and e.health_detail.startswith(f"host {e.host}:")
-    return Text(e.host or "local", style=fmt.CRIT if stale else "")
+    return Text(fmt.fit_name(e.host or "local", HOST_W), style=fmt.CRIT if stale else "")
 
+
+HOST_W = 8
 
 COLUMNS: tuple[Column, ...] = (
     # Shown only with a remote host or source, or engines of more than one host (fleet_panels.shows_hosts).
-    Column("host", "host", 8, "phase", lambda e, ctx: host_cell(e), lambda e: (e.host, e.name), 1),
-    Column("name", "engine", 14, "phase", lambda e, ctx: Text(engine_name(e, ctx.hosts)), lambda e: e.name, 1),
+    Column("host", "host", HOST_W, "phase", lambda e, ctx: host_cell(e), lambda e: (e.host, e.name), 1),
+    Column("name", "engine", 14, "phase", lambda e, ctx: Text(fmt.fit_name(engine_name(e, ctx.hosts), ctx.name_width)),
+           lambda e: e.name, 1),
     # Shown only when an engine has a role (a source's prefill/decode label).
     Column("role", "role", 7, "role", lambda e, ctx: Text(e.role) if e.role else fmt.na(), lambda e: (e.role, e.name),
            4),
-    Column("kind", "type/version", 16, "phase", lambda e, ctx: engine_label(e, ctx.display), None, 8),
+    Column("kind", "type/version", 18, "phase", lambda e, ctx: engine_label(e, ctx.display), None, 8),
     Column("model", "model", 22, "phase", lambda e, ctx: _model(e), None, 9),
     Column("phase", "health", 13, "phase", lambda e, ctx: fmt.health(e, ctx.now, ctx.health_width),
            lambda e: (fmt.severity(e), not e.metrics_freshness.stale, e.name), 1),
@@ -162,6 +178,7 @@ class CellContext:
     now: float = 0.0
     health_width: int = 13
     hosts: bool = False  # the host column shows (the name column then leaves out HOST/)
+    name_width: int = NAME_MAX  # the name column's width: a longer name is cut in the middle, with "…"
 
 
 # The health column grows to this width (it says "✖ crashed: exit 137 (SIGKILL) 12 s ago") with
@@ -222,6 +239,14 @@ class OverviewScreen(DeckScreen):
         self._fit_columns()
         if self.deck.fleet is not None:
             self._show_gpus(self.deck.fleet)  # GPU columns follow the width too
+        # The trends follow the height their widget gets, known once this resize is laid out.
+        self.call_after_refresh(self._redraw_trends)
+
+    def _redraw_trends(self) -> None:
+        sparks = self.query_one("#sparks", Line)
+        if self.deck.fleet is not None and sparks.display:
+            grid, key, lines = self._sparks(self.deck.fleet)
+            sparks.show(grid, key, lines=lines)
 
     def _columns(self) -> list[Column]:
         return self._shown
@@ -234,7 +259,7 @@ class OverviewScreen(DeckScreen):
         fleet = self.deck.fleet
         hosts = self._multi_host()
         names = [engine_name(e, hosts) for e in fleet.engines] if fleet else []
-        return max(8, min(24, max((len(n) for n in names), default=8)))
+        return max(8, min(NAME_MAX, max((len(n) for n in names), default=8)))
 
     def _host_width(self) -> int:
         """The host column as wide as the longest host name (a source's "127.0.0.1:9090" too), up to 24."""
@@ -309,8 +334,8 @@ class OverviewScreen(DeckScreen):
         self._set_text("attention", self._attention(fleet, now))
         sparks = self.query_one("#sparks", Line)
         if sparks.display:
-            grid, key = self._sparks(fleet)
-            sparks.show(grid, key, lines=min(8, len(fleet.engines)) * self.spark_rows())
+            grid, key, lines = self._sparks(fleet)
+            sparks.show(grid, key, lines=lines)
         self._set_text("gpu-title", gpu_title(fleet.gpus, now))
         self._show_gpus(fleet)
         self._set_text("host", host_line(fleet.host, now))
@@ -328,7 +353,8 @@ class OverviewScreen(DeckScreen):
         engines = self._visible(fleet)
         cols = self._columns()
         hosts = any(c.key == "host" for c in cols)
-        ctx = CellContext({n: p.display_name for n, p in self.deck.profiles.items()}, now, self._health_w or 13, hosts)
+        ctx = CellContext({n: p.display_name for n, p in self.deck.profiles.items()}, now, self._health_w or 13, hosts,
+                          self._shown_name_w or NAME_MAX)
         rows: dict[str, list[Text]] = {}
         for e in engines:
             cells = [c.render(e, ctx) for c in cols]
@@ -413,38 +439,60 @@ class OverviewScreen(DeckScreen):
             t.append(f"\n… and {len(listed) - limit} more (sort by health: s)", style="dim")
         return t
 
-    def spark_rows(self) -> int:
-        """Rows per history chart: the wide layout has the room for small charts, not just sparklines."""
-        return 3 if self.deck.layout_name == "wide" else 1
+    def trend_layout(self, engines: int) -> tuple[int, int]:
+        """(engines shown, rows each): the trends share the rows the layout gives them (their widget
+        takes the height the other panels leave); an engine a row when
+        they are many, and a last line saying how many more there are when even that does not fit."""
+        sparks = self.query_one("#sparks", Line)
+        avail = sparks.size.height
+        if avail <= 0:  # not laid out yet (a row each: the resize after layout sizes them), or no room
+            return (min(engines, 8), 1) if not sparks.region else (0, 1)
+        if engines > avail:
+            return max(0, avail - 1), 1
+        return engines, max(1, avail // max(1, engines))
 
-    def _sparks(self, fleet: FleetSnapshot) -> tuple[Text, str]:
-        """Per-engine history charts as fixed-width text (cheaper than a Rich table every second)."""
+    def _sparks(self, fleet: FleetSnapshot) -> tuple[Text, str, int]:
+        """Per-engine history charts as fixed-width text (cheaper than a Rich table every second), as wide
+        and as tall as the room allows; the text, its key and its number of lines."""
         src = self.deck.source
-        name_w = max(self._name_width(), min(24, max((len(short_name(e.name)) for e in fleet.engines[:8]), default=0)))
+        engines = fleet.engines
+        shown, rows = self.trend_layout(len(engines))
+        # The rows left over (fewer than the engines) go between them, not in a band below.
+        spacers = 0 if rows == 1 else min(max(0, shown - 1), self.query_one("#sparks", Line).size.height - shown * rows)
+        names = [short_name(e.name) for e in engines[:shown]]
+        name_w = max(self._name_width(), min(NAME_MAX, max((len(n) for n in names), default=0)))
         width = max(6, (self.size.width - 2 - name_w - 4) // 4 - 8)
-        series = (("generation_tps", "gen", None), ("kv_usage", "KV", 1.0), ("waiting", "wait", None),
-                  ("ttft_p99", "ttft99", None))
-        rows = self.spark_rows()
         out = Text()
-        for n, e in enumerate(fleet.engines[:8]):
+        for n, e in enumerate(engines[:shown]):
             ask_backfill(src, e)
-            charts: list[tuple[str, list[str], str]] = []  # (label, one string per row, style)
-            for metric, label, hi in series:
+            charts: list[tuple[str, str, list[str], str]] = []  # (label, scale top, one string a row, style)
+            for metric, label, hi, top_text in TREND_SERIES:
                 vals = src.history.values((e.name, metric), last=width) if src is not None else []
-                if not any(v == v for v in vals):  # no non-NaN point
-                    charts.append((label, [" " * width] * (rows - 1) + ["n/a".ljust(width)], "dim"))
+                finite = [v for v in vals if v == v]  # not NaN
+                if not finite:
+                    charts.append((label, "", [" " * width] * (rows - 1) + ["n/a".ljust(width)], "dim"))
                 elif rows == 1:
-                    charts.append((label, [spark(vals, width, hi=hi)], "cyan"))
+                    charts.append((label, "", [spark(vals, width, hi=hi)], "cyan"))
                 else:
-                    charts.append((label, block_chart(vals, width, rows, hi=hi), "cyan"))
+                    scale_top = hi if hi is not None else max(finite)
+                    charts.append((label, top_text(scale_top), block_chart(vals, width, rows, hi=hi), "cyan"))
+            if 0 < n <= spacers:
+                out.append("\n")
             for r in range(rows):
                 if n or r:
                     out.append("\n")
-                out.append((short_name(e.name)[:name_w] if r == 0 else "").ljust(name_w + 1), style="bold")
-                for label, lines, style in charts:
-                    out.append(f"{label:>6} " if r == rows - 1 else " " * 7, style="dim")
-                    out.append(lines[r] + " ", style=style)
-        return out, out.plain
+                out.append((fmt.fit_name(names[n], name_w) if r == 0 else "").ljust(name_w + 1), style="bold")
+                for label, top, chart_rows, style in charts:
+                    # The label under the chart, the value its full height stands for at its top.
+                    tag = label if r == rows - 1 else top if r == 0 else ""
+                    out.append(f"{tag:>6} ", style="dim")
+                    out.append(chart_rows[r] + " ", style=style)
+        lines = shown * rows + spacers
+        if shown < len(engines) and self.query_one("#sparks", Line).size.height > shown * rows:  # room to say so
+            out.append(("\n" if shown else "") + f"… trends of {fmt.plural(len(engines) - shown, 'more engine')} "
+                       "not shown: open one (⏎) for its charts", style="dim")
+            lines += 1
+        return out, out.plain, lines
 
     def _show_gpus(self, fleet: FleetSnapshot) -> None:
         line = self.query_one("#gpus", Line)

@@ -44,30 +44,42 @@ def spark(values: Sequence[float], width: int, *, hi: float | None = None) -> st
     return "".join(chars).rjust(width)
 
 
+def _block_column(level: int | None, height: int) -> str:
+    """One column of a block chart, its top row first: ``level`` eighths of a cell filled from the
+    bottom (None: a gap, a dot on the baseline; 0: a zero, the lowest eighth)."""
+    if level is None:
+        return " " * (height - 1) + "·"
+    if level <= 0:
+        return " " * (height - 1) + "▁"
+    full, part = divmod(min(level, 8 * height), 8)
+    tip = _BLOCKS[part] if part else ""
+    return " " * (height - full - len(tip)) + tip + "█" * full
+
+
 def block_chart(values: Sequence[float], width: int, height: int, *, hi: float | None = None) -> list[str]:
     """``height`` rows of eighth-blocks, newest value at the right edge."""
     vals = list(values)[-width:]
     fin = _finite(vals)
     top = hi if hi is not None else (max(fin) if fin else 0.0)
-    levels: list[int | None] = []
+    # Built a column at a time (few distinct levels: each drawn once) and turned into rows by zip, in
+    # C: the overview draws 16 of these every second, as tall as the terminal allows.
+    drawn: dict[int | None, str] = {}
+    columns = []
     for v in vals:
+        level: int | None
         if math.isnan(v):
-            levels.append(None)
+            level = None
         elif top <= 0:
-            levels.append(0)
+            level = 0
         else:
-            levels.append(max(1 if v > 0 else 0, round(8 * height * _share(v, top))))
-    rows = []
-    for r in range(height - 1, -1, -1):
-        line = []
-        for lv in levels:
-            if lv is None:
-                line.append("·" if r == 0 else " ")
-                continue
-            fill = lv - 8 * r
-            line.append(_BLOCKS[max(0, min(8, fill))] if fill > 0 else ("▁" if r == 0 and lv == 0 else " "))
-        rows.append("".join(line).rjust(width))
-    return rows
+            level = max(1 if v > 0 else 0, round(8 * height * _share(v, top)))
+        column = drawn.get(level)
+        if column is None:
+            column = drawn[level] = _block_column(level, height)
+        columns.append(column)
+    if not columns:
+        return [" " * width] * height
+    return ["".join(row).rjust(width) for row in zip(*columns, strict=True)]
 
 
 class Chart(Widget):

@@ -349,7 +349,8 @@ class RowTable(ScrollView, can_focus=True):
             used = cell_len(plain)
         else:
             line = text.split()[0] if "\n" in plain else text.copy()
-            line.truncate(width, overflow=text.overflow or "crop")
+            # Never a silent cut: a cell that does not fit ends in "…" unless it asks otherwise.
+            line.truncate(width, overflow=text.overflow or "ellipsis")
             body = list(Segment.apply_style(line.render(console), base))
             if post:
                 body = list(Segment.apply_style(body, post_style=Style.from_color(base.color)))

@@ -16,15 +16,25 @@ from console.ui.widgets.plot import DEFAULT_WINDOW, Series, Unit, draw, label, s
 SPARK_TERMINAL_W = 60  # at or below this terminal width, charts are sparklines
 SPARK_CHART_W = 30
 CHART_MIN_H = 6  # a chart's lowest height in a grid: title, 4 plot rows (3 y labels), time axis
+SPARK_H = 2  # a sparkline chart's lines: its title, the sparkline with its min and max
 
 
 def fit_grid_rows(grid: Grid, scroll: VerticalScroll, shown: int) -> None:
     """Size ``grid``'s rows so its ``shown`` charts share the height ``scroll`` gives them (they grow
-    with the terminal), never lower than CHART_MIN_H: below that, they scroll."""
-    per_row = grid.styles.grid_size_columns or 2
-    rows = max(1, -(-shown // per_row))
+    with the terminal), never lower than CHART_MIN_H: below that, they scroll. At SPARK_TERMINAL_W
+    columns or less the charts are sparklines: one a row, the whole width, a blank line between them
+    where the height allows."""
     avail = scroll.size.height or (grid.app.size.height - 8)
     # Called on mount, resize and when a chart appears: rare enough to set without comparing.
+    if grid.app.size.width <= SPARK_TERMINAL_W:
+        grid.styles.grid_size_columns = 1
+        per_chart = SPARK_H + 1 if avail >= (SPARK_H + 1) * shown else SPARK_H
+        grid.styles.grid_rows = str(per_chart)
+        grid.styles.height = per_chart * max(1, shown)
+        return
+    grid.styles.grid_size_columns = None  # the layout's own (tcss): 2, or 3 when wide
+    per_row = grid.styles.grid_size_columns or 2
+    rows = max(1, -(-shown // per_row))
     if avail // rows >= CHART_MIN_H:  # the rows share all of it (no blank band below them)
         grid.styles.grid_rows = "1fr"
         grid.styles.height = avail
