@@ -57,6 +57,7 @@ def rates_doc(r: Rates) -> dict[str, Any]:
         "at_finish": r.at_finish,
         # Printed too coarsely for 5 s (llama.cpp's 6 significant digits): "now" is the 60 s rate.
         "approximate": r.approximate,
+        "step": r.step or None,  # the counter's printed resolution, where it makes a rate approximate
     }
 
 

@@ -20,6 +20,7 @@ from console import plausible
 from console.model import (
     Alert,
     AlertState,
+    CacheTiers,
     EnergyView,
     EngineIdentity,
     EngineSnapshot,
@@ -35,6 +36,7 @@ from console.model import (
     LifecycleView,
     LoraState,
     ModelMetrics,
+    PdQueues,
     Phase,
     Quantiles,
     Rates,
@@ -68,7 +70,8 @@ def quantiles_from(d: Doc) -> Quantiles:
 
 
 def rates_from(d: Doc) -> Rates:
-    return Rates(r5s=_f(d["5s"]), r15s=_f(d["15s"]), r60s=_f(d["60s"]), at_finish=bool(d.get("at_finish", False)))
+    return Rates(r5s=_f(d["5s"]), r15s=_f(d["15s"]), r60s=_f(d["60s"]), at_finish=bool(d.get("at_finish", False)),
+                 step=_f(d.get("step")) or 0.0)
 
 
 def freshness_from(d: Doc) -> Freshness:
@@ -141,11 +144,40 @@ def model_from(d: Doc) -> ModelMetrics:
         e2e=quantiles_from(d["e2e_s"]),
         queue_time=quantiles_from(d["queue_time_s"]),
         invalid=tuple(_invalid_from(f) for f in d.get("invalid") or ()),
+        **_newer_from(d),
         # Documents from before these were recorded lack the keys: no panel, as then.
         spec=spec_from(d.get("spec_decode")),
         kv_transfer=kv_transfer_from(d.get("kv_transfer")),
         lora=lora_from(d.get("lora")),
     ))
+
+
+def _newer_from(d: Doc) -> dict[str, Any]:
+    """The figures added within status/2 for the newest engines (absent from older documents)."""
+    out: dict[str, Any] = {}
+    for key, field_name in (("prefill_time_s", "prefill_time"), ("decode_time_s", "decode_time"),
+                            ("inference_time_s", "inference_time")):
+        if d.get(key) is not None:
+            out[field_name] = quantiles_from(d[key])
+    by_reason = d.get("waiting_by_reason")
+    if by_reason is not None:
+        out["waiting_capacity"] = _f(by_reason.get("capacity"))
+        out["waiting_deferred"] = _f(by_reason.get("deferred"))
+    if d.get("sleep_level") is not None:
+        out["sleep_level"] = int(d["sleep_level"])
+    out["kv_host_usage"] = _f(d.get("kv_host_usage"))
+    if d.get("admission_rejections_per_s") is not None:
+        out["admission_rejections_per_s"] = rates_from(d["admission_rejections_per_s"])
+    pd = d.get("pd_queues")
+    if pd is not None:
+        out["pd_queues"] = PdQueues(bootstrap=_f(pd["bootstrap"]), inflight=_f(pd["inflight"]),
+                                    prealloc=_f(pd["prealloc"]), transfer=_f(pd["transfer"]),
+                                    bootstrap_failures_per_s=rates_from(pd["bootstrap_failures_per_s"]))
+    tiers = d.get("prompt_cache_tiers")
+    if tiers is not None:
+        per_tier = tuple((str(k), float(v)) for k, v in tiers["tokens_per_s"].items())
+        out["cache_tiers"] = CacheTiers(tokens_per_s=per_tier, external_hit_rate=_f(tiers["external_hit_rate"]))
+    return out
 
 
 def _invalid_from(d: Doc) -> InvalidFigure:

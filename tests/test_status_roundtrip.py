@@ -20,6 +20,7 @@ import pytest
 from console.model import (
     Alert,
     AlertState,
+    CacheTiers,
     EnergyView,
     EngineIdentity,
     EngineSnapshot,
@@ -35,6 +36,7 @@ from console.model import (
     LifecycleView,
     LoraState,
     ModelMetrics,
+    PdQueues,
     Phase,
     Quantiles,
     Rates,
@@ -95,8 +97,8 @@ def _compare(want: object, got: object, path: str, seen: set[str]) -> list[str]:
     return [] if want == got else [f"{path}: {want!r} came back as {got!r}"]
 
 
-def _rates(x: float, at_finish: bool = False) -> Rates:
-    return Rates(x, x + 0.5, x + 1.25, at_finish=at_finish)
+def _rates(x: float, at_finish: bool = False, step: float = 0.0) -> Rates:
+    return Rates(x, x + 0.5, x + 1.25, at_finish=at_finish, step=step)
 
 
 def _q(x: float) -> Quantiles:
@@ -123,6 +125,11 @@ def full_snapshot() -> FleetSnapshot:
         kv_transfer=KvTransfer(bytes_per_s=123456.5, link_gb_s=12.5, latency_s=0.0042,
                                failures_per_s=_rates(0.125)),
         lora=LoraState(running=2.0, waiting=1.0, slots_used=2.0, slots_total=4.0),
+        prefill_time=_q(0.03), decode_time=_q(0.7), inference_time=_q(0.73), waiting_capacity=1.0,
+        waiting_deferred=1.0, sleep_level=1, kv_host_usage=0.25, admission_rejections_per_s=_rates(0.75, step=10.0),
+        pd_queues=PdQueues(bootstrap=2.0, inflight=1.0, prealloc=3.0, transfer=4.0,
+                           bootstrap_failures_per_s=_rates(0.125)),
+        cache_tiers=CacheTiers(tokens_per_s=(("device", 5000.0), ("host", 250.0)), external_hit_rate=0.125),
         invalid=(InvalidFigure(field="kv_usage_mean", value=1e308, allowed="0-1"),),
     )  # fmt: skip
     fresh = Freshness(SourceState.STALE, updated_at=T - 3, stale_since=T - 2, reason="timed out")

@@ -211,6 +211,7 @@ class EngineMetricsState:
         self._tracks: dict[tuple[str, str, SeriesKey], _Track] = {}
         self._latest: Reading | None = None
         self.resets = 0  # series resets seen (for diagnostics and tests)
+        self.cleared = 0  # times all history was forgotten (the engine was lost, then answered again)
 
     # -- ingest ---------------------------------------------------------------------------------
 
@@ -302,6 +303,7 @@ class EngineMetricsState:
 
     def reset(self) -> None:
         """Forget all history (e.g. the engine instance was replaced)."""
+        self.cleared += 1
         self._frames.clear()
         self._tracks.clear()
         self._latest = None

@@ -30,7 +30,10 @@ async def test_enter_answers_no_and_the_box_rows_are_clean(make_app: AppFactory)
         await app.push_screen(ConfirmScreen("Stop vllm-a? It is serving 7 running requests."), answers.append)
         await pilot.pause()
         lines = _screen_lines(app)
-        boxed = [line for line in lines if "│" in line or "╭" in line or "╰" in line]
+        # The box's rows: from its top corner to its bottom one (the charts beneath draw "│" too).
+        top = next(i for i, line in enumerate(lines) if "╭" in line)
+        bottom = next(i for i, line in enumerate(lines) if i > top and "╰" in line)
+        boxed = lines[top:bottom + 1]
         assert len(boxed) >= 4, lines
         for line in boxed:
             left, right = line.index(next(c for c in line if c in "│╭╰")), max(line.rfind(c) for c in "│╮╯")

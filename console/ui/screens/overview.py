@@ -115,10 +115,11 @@ def engine_name(e: EngineSnapshot, hosts: bool) -> str:
 def host_cell(e: EngineSnapshot) -> Text:
     """The host column ("local" for this machine); red while the host's stream is stale."""
     stale = bool(e.host) and e.health_detail.startswith(f"host {e.host}:")
-    return Text(fmt.fit_name(e.host or "local", HOST_W), style=fmt.CRIT if stale else "")
+    return Text(fmt.fit_name(e.host or "local", HOST_MAX_W), style=fmt.CRIT if stale else "")
 
 
 HOST_W = 8
+HOST_MAX_W = 24  # the column grows to the longest host name up to this; longer ones are cut in the middle
 
 COLUMNS: tuple[Column, ...] = (
     # Shown only with a remote host or source, or engines of more than one host (fleet_panels.shows_hosts).
@@ -265,7 +266,7 @@ class OverviewScreen(DeckScreen):
         """The host column as wide as the longest host name (a source's "127.0.0.1:9090" too), up to 24."""
         fleet = self.deck.fleet
         hosts = [host_cell(e).plain for e in fleet.engines] if fleet else []
-        return max(8, min(24, max((len(h) for h in hosts), default=8)))
+        return max(HOST_W, min(HOST_MAX_W, max((len(h) for h in hosts), default=HOST_W)))
 
     def _fit_columns(self) -> None:
         """Keep the most important columns that fit the width (no horizontal scrolling)."""
