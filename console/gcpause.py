@@ -7,16 +7,22 @@ key press turned collection back on, and a young collection landed in the key's 
 docs/performance.md, ``benchmarks/key_latency.py``). Here pauses are counted: collection stops with the first and
 comes back with the last, and only if it was on when the first began (a start-up pause, or a
 command that turned it off for good, stays its owner's to end).
+
+``trim_heap`` hands freed heap back to the system after a rare burst of short-lived allocations
+(glibc keeps freed small blocks in the process otherwise); never on a per-scrape or per-frame path.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["depth", "pause", "paused", "resume"]
+__all__ = ["depth", "pause", "paused", "resume", "trim_heap"]
 
 _lock = threading.Lock()
 _depth = 0
@@ -58,3 +64,23 @@ def paused() -> Iterator[None]:
         yield
     finally:
         resume()
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim: Callable[[int], int] = libc.malloc_trim  # glibc only
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def trim_heap() -> None:
+    """Return the heap's free memory to the system (glibc's ``malloc_trim``; elsewhere nothing)."""
+    if _TRIM is not None:
+        _TRIM(0)

@@ -15,7 +15,9 @@ rows frame gives exactly the rows ``doc_rows`` gives for the document read back.
 from __future__ import annotations
 
 import itertools
+import math
 import re
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,12 +29,31 @@ from console.telemetry.source import ENGINE_SERIES
 
 Row = tuple[tuple[str, str], float, float | None]
 _DECIMALS = re.compile(rb"\.(\d*[1-9])")  # a float's decimals (".0" is none)
-Points = dict[tuple[str, str], tuple[list[float], list[float | None]]]  # times, values by series
+# Times and values by series, a gap as NaN. Packed doubles, not lists of floats: a seek gathers an hour
+# of points (about 350,000 for 4 engines and 8 GPUs), which as float objects left the console's heap
+# several MB larger after they were freed (docs/performance.md, "History memory").
+Points = dict[tuple[str, str], tuple["array[float]", "array[float]"]]
 _NOT_LIVE = frozenset(p.value for p in NOT_LIVE)
 
 
 def _f(v: Any) -> float | None:
     return None if v is None else float(v)
+
+
+def packed(values: Sequence[float | None]) -> array[float]:
+    """``values`` as packed doubles, ``None`` (a gap) as NaN."""
+    try:
+        return array("d", values)  # type: ignore[arg-type]
+    except TypeError:
+        return array("d", [math.nan if v is None else v for v in values])
+
+
+def add_point(series: Points, key: tuple[str, str], t: float, v: float | None) -> None:
+    got = series.get(key)
+    if got is None:
+        got = series[key] = (array("d"), array("d"))
+    got[0].append(t)
+    got[1].append(math.nan if v is None else v)
 
 
 def doc_rows(doc: Mapping[str, Any]) -> list[Row]:
@@ -178,16 +199,15 @@ class RowsFrame:
             return
         a, b = ks[0], ks[-1] + 1
         whole = self.whole and b - a == len(ks)
-        ts: list[float] = taken[a:b] if whole else []  # type: ignore[assignment]
+        ts = packed(taken[a:b]) if whole else array("d")
         for key, col in zip(self.keys, self.cols, strict=True):
-            got = series.get(key)
-            if got is None:
-                got = series[key] = ([], [])
             if whole:  # every document has every series (the usual case): two slices
+                got = series.get(key)
+                if got is None:
+                    got = series[key] = (array("d"), array("d"))
                 got[0].extend(ts)
-                got[1].extend(col[a:b])  # type: ignore[arg-type]
+                got[1].extend(packed(col[a:b]))  # type: ignore[arg-type]
                 continue
             for k in ks:
                 if (v := col[k]) is not False:
-                    got[0].append(taken[k])  # type: ignore[arg-type]
-                    got[1].append(v)
+                    add_point(series, key, taken[k], v)  # type: ignore[arg-type]

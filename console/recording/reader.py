@@ -22,12 +22,13 @@ from typing import Any
 from console.recording import columns, frames
 from console.recording.frames import FrameInfo
 from console.recording.history_rows import RowsFrame
-from console.recording.payloads import PayloadError, read_doc_lines, read_docs, read_raw
+from console.recording.payloads import FrameDocs, PayloadError, read_doc_lines, read_raw
 from console.recording.segments import DATA_SUFFIX, Segment
 from console.recording.writer import RecordingError, segment_name
 
-Docs = list[tuple[float, dict[str, Any]]]
+Docs = FrameDocs
 _CACHE_FRAMES = 8
+_NO_DOCS = FrameDocs([])
 
 
 def _clock(t: float) -> str:
@@ -139,12 +140,12 @@ class Recording:
             return got
         ref = self.doc_frames[i]
         payload = ref.segment.payload(ref.info)
-        docs: Docs = []
+        docs = _NO_DOCS
         if payload is not None:
             try:
-                docs = list(read_docs(payload))
+                docs = FrameDocs(read_doc_lines(payload))
             except PayloadError:
-                docs = []
+                docs = _NO_DOCS
         if not docs:
             self.skipped += 1
         self._decoded[i] = docs
@@ -246,7 +247,7 @@ class Recording:
         while i >= 0:
             docs = self.frame_docs(i)
             best = None
-            for k, (at, _doc) in enumerate(docs):
+            for k, at in enumerate(docs.times):
                 if at <= t:
                     best = k
             if best is not None:
@@ -275,6 +276,10 @@ class Recording:
 
     def doc(self, pos: tuple[int, int]) -> tuple[float, dict[str, Any]]:
         return self.frame_docs(pos[0])[pos[1]]
+
+    def doc_time(self, pos: tuple[int, int]) -> float:
+        """When the document at ``pos`` was recorded (without parsing it)."""
+        return self.frame_docs(pos[0]).times[pos[1]]
 
     # -- raw payloads ------------------------------------------------------------------------
 

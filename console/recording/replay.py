@@ -29,7 +29,7 @@ from typing import Any
 from console import gcpause
 from console.listeners import add_listener
 from console.model import FleetSnapshot
-from console.recording.history_rows import Points, Row, rows_of
+from console.recording.history_rows import Points, Row, add_point, rows_of
 from console.recording.reader import Recording
 from console.recording.writer import RecordingError
 from console.status_parse import DocumentError, snapshot_from_doc
@@ -186,7 +186,7 @@ class ReplaySource:
             out = rf.times, [rf.doc(k) for k in range(len(rf.times))]
         else:
             docs = self.recording.frame_docs(i)
-            out = [t for t, _doc in docs], [rows_of(doc) for _t, doc in docs]
+            out = list(docs.times), [rows_of(doc) for _t, doc in docs]
         self._row_cache[i] = out
         if len(self._row_cache) > _ROW_FRAMES:
             self._row_cache.popitem(last=False)
@@ -208,7 +208,7 @@ class ReplaySource:
         (default ``history_points``), and, for the full rebuild (``points`` None), its summaries the
         hour before it, so the 15m and 1h windows are full at once after a seek."""
         rec = self.recording
-        at = rec.doc(pos)[0]
+        at = rec.doc_time(pos)
         ring_lo = at - (self.history_points if points is None else points) * self._interval
         lo = min(ring_lo, at - WIDEST_WINDOW_S) if points is None else ring_lo
         history = History(capacity=self._capacity)
@@ -226,17 +226,18 @@ class ReplaySource:
                 for k, rows in enumerate(frame_rows[:end]):
                     if times[k] >= lo:
                         for key, rt, v in rows:
-                            got = series.get(key)
-                            if got is None:
-                                got = series[key] = ([], [])
-                            got[0].append(rt)
-                            got[1].append(v)
+                            add_point(series, key, rt, v)
         for key, (ts, vs) in series.items():
             history.extend(key, ts, vs, ring_from=bisect.bisect_left(ts, ring_lo))
         if from_docs:
             # Documents decoded, rows kept for stepping: their young objects are walked now, in the
             # rebuild's own time, not by whatever allocates next (the next seek's snapshot).
             gc.collect(1)
+        del series
+        if points is None:
+            # An hour's rebuild freed its decoded frames and point buffers: without handing them back,
+            # the console stayed 5.5 MB larger (benchmarks/console_figures.py --hour, docs/performance.md).
+            gcpause.trim_heap()
         return history
 
     def _seek(self, t: float) -> tuple[Pos, FleetSnapshot]:
@@ -293,7 +294,7 @@ class ReplaySource:
         nxt = self.recording.next_doc(*self._pos)
         if nxt is None:
             return None
-        gap = self.recording.doc(nxt)[0] - self.position
+        gap = self.recording.doc_time(nxt) - self.position
         return min(MAX_WAIT_S, max(0.0, gap) / self._speed)
 
     def _run(self) -> None:
@@ -348,7 +349,7 @@ class ReplaySource:
                         break
                     pos = prev
                 if pos != self._pos:
-                    self._jump(self.recording.doc(pos)[0])
+                    self._jump(self.recording.doc_time(pos))
                     return
             self._publish()
         elif kind == "wake":
@@ -363,6 +364,6 @@ class ReplaySource:
 
 def _typical_interval(rec: Recording) -> float:
     """The median time between snapshots in the first frames (1.0 when it cannot be told)."""
-    times = [t for i in range(min(3, len(rec.doc_frames))) for t, _d in rec.frame_docs(i)]
+    times = [t for i in range(min(3, len(rec.doc_frames))) for t in rec.frame_docs(i).times]
     gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
     return float(statistics.median(gaps)) if gaps else 1.0

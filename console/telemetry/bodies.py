@@ -8,11 +8,10 @@ refused with a reason instead of filling memory.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import sys
 import zlib
 from collections.abc import Callable
+
+from console import gcpause
 
 Emit = Callable[[bytes], None]
 
@@ -145,26 +144,13 @@ class BoundedBody:
         return b"".join(self._out.parts)
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim: Callable[[int], int] = libc.malloc_trim  # glibc only
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
-_TRIM = _malloc_trim() if sys.platform.startswith("linux") else None
-
-
 def release_refused() -> None:
     """After a body over the cap was refused: hand the memory it took back to the system.
 
     The up-to-the-cap bytes it held were many read-sized blocks that glibc keeps in the heap once
     freed, so the process stayed about 25 MB larger after a fault of 50 MB bodies ended
     (benchmarks/body_cap_rss.py, docs/performance.md). Only on this rare path, never per scrape."""
-    if _TRIM is not None:
-        _TRIM(0)
+    gcpause.trim_heap()
 
 
 def decode_body(raw: bytes, content_encoding: str, max_bytes: int) -> bytes:
