@@ -304,7 +304,7 @@ async def test_layout_follows_terminal_size(make_app: AppFactory) -> None:
             assert app.layout_name == name
             assert app.has_class(f"layout-{name}")
             sparks = app.screen.query_one("#sparks")
-            assert sparks.display is (name != "compact")
+            assert sparks.display  # at 80x24 too: a sparkline an engine in the rows the GPUs leave
     app = make_app(layout="wide")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()

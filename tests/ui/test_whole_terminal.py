@@ -51,7 +51,7 @@ def _renamed(names: dict[str, str], **changes: Any) -> FrozenSource:
     return FrozenSource(fleet, frozen_history(fleet))
 
 
-@pytest.mark.parametrize("size", [(200, 50), (120, 40)])
+@pytest.mark.parametrize("size", [(200, 50), (120, 40), (80, 24)])
 async def test_overview_trends_take_the_free_rows(make_app: AppFactory, size: tuple[int, int]) -> None:
     app = make_app()
     async with app.run_test(size=size) as pilot:
@@ -64,13 +64,17 @@ async def test_overview_trends_take_the_free_rows(make_app: AppFactory, size: tu
         drawn = str(sparks.content).count("\n") + 1
         height = sparks.size.height
     assert shown == 4
-    # Before: 3 rows an engine at 200x50 and 1 at 120x40, with 18 and 16 blank rows under the GPUs.
-    assert rows >= (7 if size == (200, 50) else 4)
+    # Before: 3 rows an engine at 200x50 and 1 at 120x40, with 18 and 16 blank rows under the GPUs;
+    # at 80x24 no trends at all and 5 blank rows above the host line.
+    assert rows >= {(200, 50): 7, (120, 40): 4, (80, 24): 1}[size]
     assert height - 1 <= drawn <= height  # the trends fill their rows (a spare one at most)
-    if size == (200, 50):  # every engine has history in this window: no blank rows but the margins
+    if size != (120, 40):  # every engine has history in this window: no blank rows but the margins
         assert _longest_blank_run(lines) <= 2, "\n".join(lines)
-    # The top of each scale is labelled: KV's is its fixed 100%.
-    assert any("100%" in line and "vllm-a" in line for line in lines)
+    if rows > 1:  # the top of each scale is labelled: KV's is its fixed 100%
+        assert any("100%" in line and "vllm-a" in line for line in lines)
+    else:  # a sparkline an engine, each named
+        assert all(any(line.lstrip().startswith(e.name) and " gen " in line for line in lines)
+                   for e in (app.fleet.engines if app.fleet else ()))
 
 
 async def test_overview_trends_grow_in_width_with_the_terminal(make_app: AppFactory) -> None:
