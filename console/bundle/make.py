@@ -23,6 +23,8 @@ from console.bundle import engines as engine_probes
 from console.bundle import launch_facts as lf
 from console.bundle.archive import Bundle
 from console.bundle.gpu_facts import gpu_facts
+from console.bundle.history_part import FILE as HISTORY_FILE
+from console.bundle.history_part import HistoryPart, history_part
 from console.bundle.host_facts import host_facts
 from console.bundle.recorded import FILE as RECORDING_FILE
 from console.bundle.recorded import RecordingPart, window_recording
@@ -32,6 +34,7 @@ from console.config import EngineInstance
 from console.model import EngineSnapshot, FleetSnapshot
 from console.secrets import Scrubber, instance_secrets, scrub
 from console.status_doc import gpus_doc, status_doc
+from console.telemetry.history import History
 
 LOG_LINES = 500
 ARCHIVE_EXT = ".tar.gz"
@@ -53,6 +56,7 @@ class BundleRequest:
     logs: LogSource | None = None  # the console's in-memory tails (already scrubbed); None: read them
     xid_errors: Mapping[int, Sequence[int]] | None = None  # per GPU index, seen by the console's reader
     snapshots: Sequence[FleetSnapshot] = ()  # what the caller kept, written when no recording covers the window
+    history: History | None = None  # the console's chart history: history.csv (the window's rows)
     nvml: Any = None  # the pynvml module (tests pass a fake)
     source: str = "enginedeck bundle"
 
@@ -271,6 +275,12 @@ class _Run:
                 env["docker"] = docker_version
             rec: RecordingPart = recording.result()
             b.collected("recording", t0, rec.note, ok=rec.covers)
+            hist: HistoryPart | None = None
+            if req.history is not None:
+                t = time.perf_counter()
+                hist = history_part(req.history, req.window)
+                b.add_text(HISTORY_FILE, hist.text)
+                b.collected("history", t, hist.note(), ok=hist.span is not None)
             snap = self.snapshot()
             b.collected("snapshot", t0, "" if snap is not None else "none", ok=snap is not None)
         b.add_json("gpu/nvml.json", gpus)
@@ -299,11 +309,13 @@ class _Run:
                 for i in req.instances
             ],
             "recording": rec.doc(),
+            "history": hist.doc() if hist is not None else None,
             "screenshot": {"path": "screen.svg" if req.screenshot_svg is not None else None,
                            "note": None if req.screenshot_svg is not None else req.screenshot_note},
             "summary": "README.md",
         }
-        summary = self._summary_input(snap, host_name, created, env, gpus, rec, simulated)
+        summary = self._summary_input(snap, host_name, created, env, gpus, rec, simulated,
+                                      hist.note() if hist is not None else "")
         b.add_text("README.md", summary_markdown(summary))
         b.collected("total before writing", started)
         root = (default_name(host_name, created) if str(req.dest) == "-" else req.dest.name).removesuffix(ARCHIVE_EXT)
@@ -311,7 +323,8 @@ class _Run:
         return BundleResult(req.dest, size, time.perf_counter() - started, b.manifest(head))
 
     def _summary_input(self, snap: FleetSnapshot | None, host: str, created: float, env: Mapping[str, Any],
-                       gpus: Mapping[str, Any], rec: RecordingPart, simulated: Sequence[str]) -> SummaryInput:
+                       gpus: Mapping[str, Any], rec: RecordingPart, simulated: Sequence[str],
+                       history_note: str = "") -> SummaryInput:
         snaps = {e.name: e for e in (snap.engines if snap is not None else ())}
         engines = []
         for inst in self.req.instances:
@@ -328,7 +341,8 @@ class _Run:
                   for a in (snap.alerts if snap is not None else ()) if a.state.value in ("pending", "firing")]
         return SummaryInput(host=host, created_at=created, window=self.req.window, archive_name=self.req.dest.name,
                             recording_note=rec.note, environment=env, gpus=gpus, engines=engines,
-                            simulated_gpus=simulated, failures=self.failures, alerts=alerts)  # fmt: skip
+                            simulated_gpus=simulated, failures=self.failures, alerts=alerts,
+                            history_note=history_note)  # fmt: skip
 
 
 def make_bundle(req: BundleRequest) -> BundleResult:

@@ -47,6 +47,7 @@ class SummaryInput:
     failures: Sequence[str] = ()
     # The alert rules not ok at the end of the window: (engine, rule, severity, state, summary).
     alerts: Sequence[tuple[str, str, str, str, str]] = ()
+    history_note: str = ""  # where the console's chart history of the window is (the bundle key)
 
 
 def _when(t: float) -> str:
@@ -137,6 +138,8 @@ def render(s: SummaryInput, *, log_lines: int = LOG_LINES) -> str:
         *_engine_table(s.engines),
         "",
     ]
+    if s.history_note:
+        out += [f"How they moved over the window: {s.history_note}.", ""]
     if s.failures:
         out += ["Parts of the bundle that could not be collected:", "", *(f"- {f}" for f in s.failures), ""]
     out += ["### Alerts", ""]

@@ -19,6 +19,10 @@ of the runtime on A100/H100 ("Part-time Power Measurements", SC24).
 * **Window.** Energy and tokens come from the same frames, so tokens per joule is exactly Δtokens /
   ΔE over the window (60 s; while the history is shorter, what there is). Token counters use the
   same new-baseline rule on a drop as ``windows.py``.
+* **One run.** An engine's window never reaches back past its current run: once it stops being
+  live (stopped, unreachable, restarting) its token counters take a new baseline and its window
+  starts again where it is live again, so a figure from before a restart is never shown as current
+  (while it is not live it has no windowed figure at all).
 * **Idle against busy.** An interval is busy for an engine when it had running requests or its
   generated-token counter moved (for a GPU: utilisation above 0); the mean power of each kind over
   the whole history held (5 min) gives ``idle_w`` and ``busy_w``.
@@ -26,6 +30,7 @@ of the runtime on A100/H100 ("Part-time Power Measurements", SC24).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -50,6 +55,8 @@ class _GpuAcc:
 class _TokAcc:
     last_gen: float | None = None
     last_prompt: float | None = None
+    # When the engine's current run was first seen live (None: not live now, no run to show).
+    run_since: float | None = None
     gen: float = 0.0
     prompt: float = 0.0
 
@@ -168,7 +175,7 @@ class EnergyMeter:
             frame.gpus[g.index] = cum
         shares = self._shares(snap)
         for e in snap.engines:
-            dgen, dprompt = self._token_delta(e)  # every frame, so a gap is not counted later
+            dgen, dprompt = self._token_delta(e, t)  # every frame, so a gap is not counted later
             mine = shares.get(e.name)
             if not mine or not any(i in gpu_de for i in mine):
                 continue
@@ -213,12 +220,16 @@ class EnergyMeter:
         self._last_t[g.index] = g.taken_at
         return de
 
-    def _token_delta(self, e: EngineSnapshot) -> tuple[float, float]:
+    def _token_delta(self, e: EngineSnapshot, t: float) -> tuple[float, float]:
         acc = self._tokens.setdefault(e.name, _TokAcc())
         if not e.live or e.total is None:
+            # Not live: what comes next may be a new run (a restart), counted from its own baseline.
+            acc.last_gen = acc.last_prompt = acc.run_since = None
             return 0.0, 0.0
         gen = e.total.counters.get("generation_tokens")
         prompt = e.total.counters.get("prompt_tokens")
+        if acc.run_since is None or (gen is not None and acc.last_gen is not None and gen < acc.last_gen):
+            acc.run_since = t  # a run begins (or restarted between two reads: its counter dropped)
         dgen = _step(acc.last_gen, gen)
         dprompt = _step(acc.last_prompt, prompt)
         acc.last_gen = gen if gen is not None else acc.last_gen
@@ -239,15 +250,23 @@ class EnergyMeter:
 
     # -- results -----------------------------------------------------------------------------------
 
-    def _base(self) -> _Frame | None:
+    def _base(self, since: float = -math.inf) -> _Frame | None:
+        """The window's first frame: ``window_s`` before the newest, never before ``since``; None
+        where no frame before the newest qualifies (no window to take a figure over)."""
         frames = self._frames
         if len(frames) < 2:
             return None
         target = frames[-1].t - self.window_s
         for i in range(len(frames) - 2, -1, -1):
+            if frames[i].t < since:
+                return frames[i + 1] if i + 1 < len(frames) - 1 else None
             if frames[i].t <= target:
                 return frames[i]
         return frames[0]
+
+    def _oldest(self, since: float) -> _Frame | None:
+        """The first frame at or after ``since``."""
+        return next((f for f in self._frames if f.t >= since), None)
 
     def _apply(self, snap: FleetSnapshot, shares: Mapping[str, dict[int, _Share]] | None = None) -> FleetSnapshot:
         if not self._frames:
@@ -270,17 +289,24 @@ class EnergyMeter:
                 continue
             held = [by_index[i] for i in sorted(mine) if i in by_index and by_index[i].energy_mj is not None]
             reasons = [s.reason for s in mine.values() if not s.exact]
-            view = self._view(cum, base, oldest, _engine_pick(e.name), _source(held),
+            # The engine's figures cover its current run only (none while it is not live).
+            since = self._run_since(e.name)
+            view = self._view(cum, self._base(since), self._oldest(since), _engine_pick(e.name), _source(held),
                               not reasons, "; ".join(dict.fromkeys(reasons)), tuple(g.index for g in held),
                               bool(held) and all(g.simulated for g in held), tokens=True)  # fmt: skip
             engines.append(replace(e, energy=view))
         return replace(snap, engines=tuple(engines), gpus=replace(snap.gpus, gpus=gpus))
 
-    def _view(self, cum: _Cum, base: _Frame | None, oldest: _Frame, pick: _Pick, source: str, exact: bool,
+    def _run_since(self, name: str) -> float:
+        acc = self._tokens.get(name)
+        since = acc.run_since if acc is not None else None
+        return math.inf if since is None else since
+
+    def _view(self, cum: _Cum, base: _Frame | None, oldest: _Frame | None, pick: _Pick, source: str, exact: bool,
               reason: str, gpus: tuple[int, ...], simulated: bool, *, tokens: bool) -> EnergyView:  # fmt: skip
         view = EnergyView(total_joules=cum.joules, source=source, attribution="exact" if exact else "estimate",
                           reason=reason, gpus=gpus, simulated=simulated)  # fmt: skip
-        start = pick(oldest)
+        start = pick(oldest) if oldest is not None else None
         if start is not None:
             span = _delta(cum, start)
             view = replace(view, idle_w=_ratio(span.idle_j, span.idle_t), busy_w=_ratio(span.busy_j, span.busy_t))

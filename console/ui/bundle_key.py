@@ -2,8 +2,10 @@
 (``console.bundle``) written on a worker thread into the current folder; the notice says where,
 and the path is sent to the terminal (OSC 52) so it can be pasted.
 
-The bundle gets what only the console has: the screen, its latest snapshot, its engines' log tails
-in memory and the XID events its NVML reader saw. It never blocks the UI loop.
+The bundle gets what only the console has: the screen, its latest snapshot (with its alerts), the
+chart history it holds (``history.csv``: without a recording, how the engines moved over the
+window), its engines' log tails in memory and the XID events its NVML reader saw. It never blocks
+the UI loop.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class BundleKey:
             return lifecycle.log_tail(name, n)
 
         host_name = fleet.host.hostname if fleet is not None and fleet.host is not None else ""
+        source = host.source
         return BundleRequest(
             instances=instances,
             window=Window.last(DEFAULT_LAST_S, now),
@@ -82,6 +85,7 @@ class BundleKey:
             screenshot_svg=self.app.export_screenshot(),
             logs=logs,
             xid_errors=xids,
+            history=source.history if source is not None else None,
             source="enginedeck console (bundle key)",
         )
 
@@ -105,6 +109,10 @@ class BundleKey:
         rec = result.manifest.get("recording", {})
         covered = (f"{rec.get('documents')} recorded snapshots of the window" if rec.get("covers_window")
                    else "no recording covers the window")  # fmt: skip
+        history = result.manifest.get("history") or {}
+        if history.get("rows"):
+            covered += f", {history['rows']} rows of chart history"
+
         # The path first: a small terminal shows only the toast's first lines.
         self.app.notify(f"Incident bundle written: {path} (path sent to the terminal, OSC 52; if nothing pastes, "
                         f"the terminal does not allow it). {result.bytes / 1024:.0f} KiB, {masked} secrets "

@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class SimProc:
-    def __init__(self, engine: str, *args: str) -> None:
+    def __init__(self, engine: str, *args: str, port: int | None = None) -> None:
+        """``port``: a given one (an engine started again where it ran); else a free one."""
         self.engine = engine
-        self.port = free_port()
+        self.port = port if port is not None else free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "console", "sim", "--engine", engine, "--port", str(self.port),
                "--no-access-log", *args]  # fmt: skip

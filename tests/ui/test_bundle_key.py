@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
 import dataclasses
+import io
 import json
 import socket
 import tarfile
@@ -164,3 +166,62 @@ async def test_while_the_console_records_the_bundle_holds_its_recording(tmp_path
     rec = json.loads(_files(archive)["manifest.json"])["recording"]
     assert rec["covers_window"] and rec["documents"] >= 1 and rec["source"] == str(tmp_path / "rec"), rec
     assert f"{rec['documents']} recorded snapshots of the window" in done
+
+
+async def test_without_a_recording_the_bundle_holds_the_consoles_history_and_alerts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A console watching a real simulator for a while, no recording running: ctrl+s writes the chart
+    history the console holds over the time it ran (history.csv: every engine, GPU and host series,
+    many rows each), and the alerts it evaluated, not one snapshot alone."""
+    from console.alerts.evaluate import evaluator_for
+    from console.telemetry.hub import Hub
+    from tests.client.simproc import sims
+
+    monkeypatch.chdir(tmp_path)
+    rules = tmp_path / "config" / "alerts"  # the test's config folder (tests/ui/conftest.py)
+    rules.mkdir(parents=True)
+    (rules / "idle.toml").write_text(
+        'schema = 1\n[rules.engine_idle]\nsummary = "Engine idle"\nseverity = "warning"\nfor = 0\nclear_for = 0\n'
+        'runbook = "Nothing to do."\nwhen = [{ signal = "waiting", op = ">=", value = 0 }]\n')
+    with sims(("vllm",)) as (sim,):
+        inst = parse_engine_ref(sim.ref)
+        hub = Hub([inst], refresh=0.25, gpu_source="simulated", alerts=evaluator_for([inst]))
+        hub.start()
+        started = time.time()
+        try:
+            app = DeckApp(hub, options=UiOptions(simulated=True), profiles={inst.profile.name: inst.profile},
+                          instances={inst.name: inst})  # fmt: skip
+            async with app.run_test(size=(80, 24), notifications=True) as pilot:
+                # A while: forty snapshots of the engine live, and its rule firing.
+                await _until(pilot, lambda: sum(1 for _, v in hub.history.points((inst.name, "running"))
+                                                if v == v) >= 40)  # fmt: skip
+                await _until(pilot, lambda: any(a.rule == "engine_idle" and a.state.value == "firing"
+                                                for a in hub.latest().alerts))  # fmt: skip
+                pressed = time.time()
+                await pilot.press("ctrl+s")
+                await _until(pilot, lambda: any(n.startswith("Incident bundle written") for n in _notices(app)))
+                done = next(n for n in _notices(app) if n.startswith("Incident bundle written"))
+        finally:
+            hub.stop()
+    [archive] = list(tmp_path.glob("enginedeck-bundle-*.tar.gz"))
+    files = _files(archive)
+    manifest = json.loads(files["manifest.json"])
+    assert not manifest["recording"]["covers_window"]
+    rows = list(csv.DictReader(io.StringIO(files["history.csv"].decode())))
+    series = {(r["entity"], r["metric"]) for r in rows}
+    assert {(inst.name, "running"), (inst.name, "generation_tps"), (inst.name, "ttft_p99"), ("gpu:0", "power"),
+            ("host", "cpu")} <= series, sorted(series)  # fmt: skip
+    running = [r for r in rows if (r["entity"], r["metric"]) == (inst.name, "running")]
+    live = [r for r in running if r["mean"] != ""]
+    assert len(live) >= 40 and all(r["mean"] == r["min"] == r["max"] for r in running)
+    times = [float(r["time"]) for r in running]
+    assert times == sorted(times) and started - 1 <= times[0] and times[-1] <= pressed + 1
+    assert times[-1] - times[0] >= 39 * 0.25 * 0.9  # the rows span the time the console ran
+    assert manifest["history"]["rows"] == len(rows) and manifest["history"]["series"] == len(series)
+    assert f"{len(rows)} rows of chart history" in done
+    status = json.loads(files["status.json"])
+    assert any(a["rule"] == "engine_idle" and a["state"] == "firing" and a["engine"] == inst.name
+               for a in status["alerts"]), status["alerts"]  # fmt: skip
+    readme = files["README.md"].decode()
+    assert f"| {inst.name} | engine_idle | warning | firing | Engine idle |" in readme
+    assert "history.csv: the console's chart history" in readme

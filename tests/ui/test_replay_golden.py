@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.widgets import DataTable, Static
 
 from console.model import (
     Alert,
@@ -25,8 +27,12 @@ from console.model import (
 from console.recording import Recording, RecordingWriter
 from console.recording.replay import ReplaySource
 from console.status_doc import status_doc
+from console.ui.app import DeckApp
+from console.ui.screens.base import TopBar
+from console.ui.widgets.line import Line
+from console.ui.widgets.row_table import RowTable
 from tests.recording.fleetdocs import T0, snapshot
-from tests.ui.test_replay import _live_app, _replay_app, _screen_text
+from tests.ui.test_replay import _live_app, _replay_app
 
 N = 40
 STOPPED_AT = T0 + 12
@@ -84,26 +90,41 @@ def recording(tmp_path: Path) -> Recording:
     return Recording.open(tmp_path / "rec")
 
 
-async def _views(app: object, size: tuple[int, int]) -> dict[str, list[str]]:
-    from console.ui.app import DeckApp
+def screen_cells(app: DeckApp, hidden: frozenset[str] = frozenset()) -> list[str]:
+    """Every cell and line on view (``test_replay._screen_text``), and every shown Static: the engine
+    detail's head and its energy, spec decode, KV transfer and LoRA strips. Widgets whose id is in
+    ``hidden`` are left out."""
+    out: list[str] = []
+    for w in app.screen.query("*"):
+        if w.id in hidden:
+            continue
+        if isinstance(w, DataTable):
+            out += [" | ".join(str(c) for c in w.get_row(row.key)) for row in w.ordered_rows]
+        elif isinstance(w, RowTable):
+            out += [" | ".join(str(c) for c in w.get_row(key)) for key in w.ordered_row_keys]
+        elif (isinstance(w, Line) and not isinstance(w, TopBar)) or (isinstance(w, Static) and w.display):
+            content: Any = w.content
+            out.append(getattr(content, "plain", str(content)))
+    return out
 
-    assert isinstance(app, DeckApp)
+
+async def _views(app: DeckApp, size: tuple[int, int], hidden: frozenset[str] = frozenset()) -> dict[str, list[str]]:
     views: dict[str, list[str]] = {}
     async with app.run_test(size=size) as pilot:
         await pilot.pause(0.3)
-        views["overview"] = _screen_text(app)
+        views["overview"] = screen_cells(app, hidden)
         await pilot.press("g")
         await pilot.pause(0.3)
-        views["gpus"] = _screen_text(app)
+        views["gpus"] = screen_cells(app, hidden)
         await pilot.press("a")
         await pilot.pause(0.3)
-        views["alerts"] = _screen_text(app)
+        views["alerts"] = screen_cells(app, hidden)
         for row in range(4):  # each engine's detail screen
             await pilot.press("o")
             await pilot.pause(0.2)
             await pilot.press(*(["down"] * row), "enter")
             await pilot.pause(0.3)
-            views[f"engine {row}"] = _screen_text(app)
+            views[f"engine {row}"] = screen_cells(app, hidden)
             await pilot.press("escape")
     return views
 
@@ -131,6 +152,9 @@ async def test_replay_and_live_show_the_same_cells_on_every_screen(
         assert replayed[screen] == live[screen], screen
     text = "\n".join(line for lines in live.values() for line in lines)
     if size == (200, 50):
+        [eng0] = [v for s, v in live.items() if s.startswith("engine") and v[0].startswith("eng-0 ")]
+        for strip in ("energy 2.", "spec dec acceptance 60%", "KV xfer 0.1 MB/s", "LoRA 2 running"):
+            assert any(" ".join(line.split()).startswith(strip) for line in eng0), (strip, eng0)
         assert any(line.startswith("eng-0 ") and line.endswith(f"| {2.5 + k / 100:.2f}") for line in live["overview"])
         if k >= STOPPED_AT - T0:
             assert "stopped by you" in text and "connection refused (stopped" not in text
