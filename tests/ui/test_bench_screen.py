@@ -91,3 +91,34 @@ async def test_the_log_still_ends_with_done_after_a_resize(make_app: AppFactory)
         await _settle(pilot)
         visible = _visible_lines(screen.query_one("#bench-progress", Static))
         assert visible and visible[-1].startswith("done · B/A"), visible
+
+
+async def test_leaving_the_bench_and_coming_back_keeps_its_results(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _bench(app, pilot)
+        screen._progress = list(RUN_LOG)
+        screen._on_done(demo_doc())
+        await _settle(pilot)
+        rows = screen.query_one("#bench-table", DataTable).row_count
+        assert rows > 0
+        await pilot.press("escape")
+        await _settle(pilot)
+        assert not isinstance(app.screen, BenchScreen)
+        again = await _bench(app, pilot)
+        await _settle(pilot)
+        # Before: a new, empty bench screen (its form and "r runs ..." only).
+        assert again.doc is not None and again.query_one("#bench-table", DataTable).row_count == rows
+        assert _visible_lines(again.query_one("#bench-progress", Static))[-1].startswith("done · B/A")
+
+
+async def test_a_bench_screen_removed_for_good_stops_its_run(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _bench(app, pilot)
+        stop = screen._stop
+        assert not stop.is_set()
+        await pilot.press("escape")
+        await _settle(pilot)
+        assert not stop.is_set()  # kept: a run would go on, shown again on return
+    assert stop.is_set()  # the console quit: the screen was unmounted

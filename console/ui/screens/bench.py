@@ -157,6 +157,11 @@ class BenchScreen(DeckScreen):
         if self._bench_running:
             self._stop.set()
 
+    def on_unmount(self) -> None:
+        # The screen is gone for good (the console quits, or more screens were kept than it keeps):
+        # its run must not go on loading the engines with nobody to see it.
+        self._stop.set()
+
     @work(thread=True, exclusive=True, group="bench")
     def _run(self, cfg: BenchConfig) -> None:
         import asyncio
@@ -346,4 +351,6 @@ ACTIONS: tuple[Action, ...] = (
            _on_bench(lambda s: s.save()), screens=("bench",), short="save"),
 )
 
-register_screen(ScreenSpec("bench", "Bench", _screen, ACTIONS))
+# Kept: leaving the bench (esc, another screen's key) and coming back shows the run where it is, or
+# its results; built anew, a finished run's table was gone and a running one went on unseen.
+register_screen(ScreenSpec("bench", "Bench", _screen, ACTIONS, kept=True))
