@@ -6,31 +6,17 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.request
 
 import pytest
 
 from console.cli import main
-from tests.client.simproc import sims
-
-
-def _load(url: str, stop: threading.Event) -> None:
-    body = json.dumps({"model": "Qwen/Qwen3-0.6B", "messages": [{"role": "user", "content": "hello " * 40}],
-                       "max_tokens": 32}).encode()  # fmt: skip
-    while not stop.is_set():
-        req = urllib.request.Request(f"{url}/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                r.read()
-        except OSError:
-            pass
+from tests.client.simproc import chat_load, sims
 
 
 def test_status_json_has_energy_labelled_simulated_and_estimate(capsys: pytest.CaptureFixture[str]) -> None:
     with sims(("vllm", "--speed", "4")) as (a,):
         stop = threading.Event()
-        workers = [threading.Thread(target=_load, args=(a.url, stop), daemon=True) for _ in range(4)]
+        workers = [threading.Thread(target=chat_load, args=(a.url, stop), daemon=True) for _ in range(4)]
         for w in workers:
             w.start()
         try:

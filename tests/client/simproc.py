@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -81,3 +83,18 @@ def sims(*specs: tuple[str, ...]) -> Iterator[list[SimProc]]:
     finally:
         for p in procs:
             p.stop()
+
+
+def chat_load(url: str, stop: threading.Event) -> None:
+    """Chat requests to the engine at ``url``, one after another, until ``stop`` is set (a thread's
+    body: load that keeps the engine's counters moving)."""
+    body = json.dumps({"model": "Qwen/Qwen3-0.6B", "messages": [{"role": "user", "content": "hello " * 40}],
+                       "max_tokens": 32}).encode()  # fmt: skip
+    while not stop.is_set():
+        req = urllib.request.Request(f"{url}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                r.read()
+        except OSError:
+            pass

@@ -4,29 +4,14 @@ GPUs, so energy is counted) shows no tok/J from before the stop while the new ru
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 
 from console.config import parse_engine_ref
 from console.model import EngineSnapshot, FleetSnapshot
 from console.telemetry.hub import Hub
-from tests.client.simproc import SimProc
-
-
-def _load(url: str, stop: threading.Event) -> None:
-    body = json.dumps({"model": "Qwen/Qwen3-0.6B", "messages": [{"role": "user", "content": "hello " * 40}],
-                       "max_tokens": 32}).encode()  # fmt: skip
-    while not stop.is_set():
-        req = urllib.request.Request(f"{url}/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                r.read()
-        except OSError:
-            pass
+from tests.client.simproc import SimProc, chat_load
 
 
 def _engine(hub: Hub) -> EngineSnapshot:
@@ -51,7 +36,7 @@ def test_tokens_per_joule_after_a_restart_is_not_the_previous_runs() -> None:
     second: SimProc | None = None
     try:
         stop = threading.Event()
-        workers = [threading.Thread(target=_load, args=(first.url, stop), daemon=True) for _ in range(4)]
+        workers = [threading.Thread(target=chat_load, args=(first.url, stop), daemon=True) for _ in range(4)]
         for w in workers:
             w.start()
         try:
