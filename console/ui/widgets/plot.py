@@ -239,6 +239,8 @@ def draw(title: str, series: Sequence[Series], unit: Unit, *, end: float, window
     scale in stored units (a power limit), over the unit's own. ``use_max``: two-series lines follow
     each column's max (latency: a bad moment is not averaged away), else its mean."""
     plot_h = max(1, height - 2)
+    # Rows are read several times below: as tuples once (a chart keeps them packed, History.Rows).
+    series = [s if isinstance(s.rows, list) else Series(s.name, list(s.rows)) for s in series]
     # The y labels first (their width sets the plot's), from the window's data.
     since = end - window
     lows = [clamp(r[1]) for s in series for r in s.rows if r[0] >= since and r[1] == r[1]]
