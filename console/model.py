@@ -257,7 +257,7 @@ class LifecycleView:
 @dataclass(frozen=True, slots=True)
 class EnergyView:
     """Energy of one engine (or one GPU) over the energy window; computed by
-    ``console.telemetry.energy`` from the GPUs' energy counters and the engine's token counters.
+    ``console.telemetry.gpu.energy`` from the GPUs' energy counters and the engine's token counters.
 
     ``source``: "counter" (NVML's total-energy counter), "integrated" (power sampled at 10 Hz and
     integrated, where the counter is not supported: less exact), "simulated" (the demo's GPUs) or

@@ -60,7 +60,7 @@ def test_a_collector_starts_no_payload_work_while_the_ui_holds_the_gate() -> Non
     from typing import Any
 
     from console.config import parse_engine_ref
-    from console.telemetry.collector import EngineCollector
+    from console.telemetry.engine.collector import EngineCollector
     from console.telemetry.input_gate import GATE
 
     submitted: list[float] = []

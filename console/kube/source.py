@@ -28,9 +28,9 @@ from console.model import SourceState as S
 from console.profiles import EngineProfile
 from console.prometheus.federate import profile_for
 from console.sources import KubeTarget, PolledSource
-from console.telemetry.normalize import normalize
-from console.telemetry.promtext import parse
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.promtext import parse
+from console.telemetry.metrics.windows import EngineMetricsState
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())

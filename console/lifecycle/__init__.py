@@ -10,7 +10,7 @@ phase machine), ``state``, ``logs`` (bounded log buffer), ``audit``, ``launch`` 
 launch), ``terminal_loss``, ``cli_support`` (the headless commands' shared path),
 ``remote_docker`` (a remote host's Docker engines, through its forwarded socket).
 
-May import: the core (config, profiles, model, secrets, paths), ``console.telemetry.nvml``
+May import: the core (config, profiles, model, secrets, paths), ``console.telemetry.gpu.nvml``
 (GPU release) and ``console.remote.tunnel`` (the ssh forwards); never Textual or ``console.ui``.
 """
 

@@ -39,9 +39,9 @@ from console.prometheus.api import PromClient, PromError, TargetInfo, step_for
 from console.prometheus.backfill import Query, Split, bucket_quantiles, grid, group_by_profile, queries_for
 from console.prometheus.federate import EngineText, profile_for, split_federate
 from console.sources import PolledSource, PromTarget, matchers_text
-from console.telemetry.history import CHART_POINTS, History
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.history import CHART_POINTS, History
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())

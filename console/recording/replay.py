@@ -33,7 +33,7 @@ from console.recording.history_rows import Points, Row, rows_of
 from console.recording.reader import Recording
 from console.recording.writer import RecordingError
 from console.status_parse import DocumentError, snapshot_from_doc
-from console.telemetry.history import CHART_POINTS, WIDEST_WINDOW_S, History
+from console.telemetry.metrics.history import CHART_POINTS, WIDEST_WINDOW_S, History
 from console.telemetry.source import Listener
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)

@@ -33,10 +33,10 @@ from console.model import (
     Phase,
     SourceState,
 )
-from console.telemetry.collector import EngineCollector, innermost, mark_late, mark_unanswered, went_stale
-from console.telemetry.energy import EnergyMeter
-from console.telemetry.history import CHART_POINTS, History
+from console.telemetry.engine.collector import EngineCollector, innermost, mark_late, mark_unanswered, went_stale
+from console.telemetry.gpu.energy import EnergyMeter
 from console.telemetry.input_gate import GATE
+from console.telemetry.metrics.history import CHART_POINTS, History
 from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
@@ -306,7 +306,7 @@ class Hub:
             await self._nap(c.wake, max(0.05, c.period - elapsed))
 
     async def _host_loop(self) -> None:
-        from console.telemetry.host import HostSource
+        from console.telemetry.host.usage import HostSource
 
         source = HostSource()
         wake = self._new_wake()
@@ -337,7 +337,7 @@ class Hub:
         return host
 
     async def _nvml_loop(self) -> None:
-        from console.telemetry.nvml import NvmlPoller
+        from console.telemetry.gpu.nvml import NvmlPoller
 
         poller = NvmlPoller()
         self._nvml_poller = poller
@@ -355,7 +355,7 @@ class Hub:
                 await self._nap(wake, self._refresh)
 
     def _attribute(self, fleet: GpuFleet) -> GpuFleet:
-        from console.telemetry.attribution import attribute_fleet
+        from console.telemetry.gpu.attribution import attribute_fleet
 
         with self._lock:
             engines = dict(self._engines)
@@ -364,7 +364,7 @@ class Hub:
         return attribute_fleet(fleet, engines)
 
     def _simulated_gpus(self, engines: Sequence[EngineSnapshot]) -> GpuFleet:
-        from console.telemetry.simgpu import SimulatedGpus
+        from console.telemetry.gpu.simgpu import SimulatedGpus
 
         sim = getattr(self, "_simgpu", None)
         if sim is None:
@@ -430,7 +430,7 @@ class Hub:
         engines = self._with_gpus_and_process_stats(engines)
         with self._lock:
             snap = FleetSnapshot(taken_at=now, engines=engines, gpus=self._gpus, host=self._host)
-        snap = self._energy.update(snap)  # energy per GPU and engine (console/telemetry/energy.py)
+        snap = self._energy.update(snap)  # energy per GPU and engine (console/telemetry/gpu/energy.py)
         if self._alerts is not None:
             try:
                 snap = replace(snap, alerts=self._alerts(snap))
@@ -447,7 +447,7 @@ class Hub:
     def _with_gpus_and_process_stats(self, engines: tuple[EngineSnapshot, ...]) -> tuple[EngineSnapshot, ...]:
         """Engines learn which GPUs they hold from the GPU side (attributed processes, or the
         simulated placement) unless the configuration pinned them, and their processes' CPU/RSS."""
-        from console.telemetry.attribution import engine_gpus
+        from console.telemetry.gpu.attribution import engine_gpus
 
         held = engine_gpus(self._gpus)
         sim = getattr(self, "_simgpu", None)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from console.model import FleetSnapshot
-from console.telemetry.history import History
+from console.telemetry.metrics.history import History
 
 Listener = Callable[[FleetSnapshot], None]
 # (engine name, metrics payload as read, arrival time): what a recorder archives.

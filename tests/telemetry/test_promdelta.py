@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from console.profiles import load_profiles
-from console.telemetry.normalize import wanted_names
-from console.telemetry.promdelta import ScrapeParser
-from console.telemetry.promtext import ParseResult, parse
+from console.telemetry.metrics.normalize import wanted_names
+from console.telemetry.metrics.promdelta import ScrapeParser
+from console.telemetry.metrics.promtext import ParseResult, parse
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "samples"
 TEXTS = sorted(p for p in SAMPLES.glob("*.txt") if not p.read_text().lstrip().startswith(("[", "{")))

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from console import gcpause
 from console.profiles import EngineProfile, MetricMapping
-from console.telemetry.info_gauges import adopt_engine_counters, adopt_unlabelled, from_label
-from console.telemetry.normmemo import NormalizeMemo, Picks
-from console.telemetry.promtext import Family, ParseResult, Sample, parse
-from console.telemetry.promtext import clear_caches as clear_label_caches
-from console.telemetry.readings import (
+from console.telemetry.metrics.info_gauges import adopt_engine_counters, adopt_unlabelled, from_label
+from console.telemetry.metrics.normmemo import NormalizeMemo, Picks
+from console.telemetry.metrics.promtext import Family, ParseResult, Sample, parse
+from console.telemetry.metrics.promtext import clear_caches as clear_label_caches
+from console.telemetry.metrics.readings import (
     HistogramSeries,
     ModelReading,
     PayloadFormat,
@@ -49,10 +49,10 @@ from console.telemetry.readings import (
     SeriesKey,
     finite_sum,
 )
-from console.telemetry.trtjson import parse_trtllm_json
+from console.telemetry.metrics.trtjson import parse_trtllm_json
 
 if TYPE_CHECKING:
-    from console.telemetry.promdelta import ScrapeParser
+    from console.telemetry.metrics.promdelta import ScrapeParser
 
 __all__ = ["clear_caches", "normalize", "parse_payload", "sniff_format", "wanted_names"]
 

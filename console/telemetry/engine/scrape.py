@@ -17,7 +17,7 @@ from typing import Any
 from console.config import EngineInstance
 from console.model import EngineIdentity, Phase
 from console.secrets import scrub
-from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody, decode_body, release_refused, size_text
+from console.transport.bodies import ACCEPT_ENCODING, BodyError, BoundedBody, decode_body, release_refused, size_text
 from console.transport.http import ClosedEarly, ConnectFailed, HTTPClient, HTTPError, NoAnswer, Response
 
 MAX_METRICS_BYTES = 16 * 1024 * 1024

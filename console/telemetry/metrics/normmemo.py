@@ -26,8 +26,8 @@ from itertools import compress, count
 from operator import ne
 from typing import Any, Literal
 
-from console.telemetry.promtext import Sample
-from console.telemetry.readings import HistogramSeries, SeriesKey
+from console.telemetry.metrics.promtext import Sample
+from console.telemetry.metrics.readings import HistogramSeries, SeriesKey
 
 _INF = math.inf
 # What a sample gives its series: a bucket's bound (a float), the sum, the count, or nothing.

@@ -25,10 +25,10 @@ from console.model import (
     RawSeries,
     SourceState,
 )
+from console.telemetry.engine.scrape import EngineProbe, Health
 from console.telemetry.input_gate import GATE
-from console.telemetry.normmemo import NormalizeMemo
-from console.telemetry.promdelta import ScrapeParser
-from console.telemetry.scrape import EngineProbe, Health
+from console.telemetry.metrics.normmemo import NormalizeMemo
+from console.telemetry.metrics.promdelta import ScrapeParser
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -105,7 +105,7 @@ class EngineCollector:
 
     def __init__(self, instance: EngineInstance, *, period: float, executor: Executor | None = None,
                  tls: ssl.SSLContext | None = None) -> None:
-        from console.telemetry.windows import EngineMetricsState
+        from console.telemetry.metrics.windows import EngineMetricsState
 
         self.instance = instance
         self.period = period
@@ -184,8 +184,8 @@ class EngineCollector:
     def _digest_sync(self, body: bytes, mono: float, want_raw: bool, afresh: bool = False) -> _Digest | str:
         """Worker thread: parse, normalise, add to the windows (emptied first when ``afresh``). Only
         one runs per engine at a time, so ``self.state`` is never touched by two threads at once."""
-        from console.telemetry.normalize import normalize
-        from console.telemetry.recognize import DRAINED, foreign_hint, is_drained
+        from console.telemetry.metrics.normalize import normalize
+        from console.telemetry.metrics.recognize import DRAINED, foreign_hint, is_drained
 
         profile = self.instance.profile
         reading = normalize(profile, body, full=want_raw, parser=self.parser, memo=self.memo)

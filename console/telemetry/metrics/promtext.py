@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
 
-from console.telemetry.wanted import CHILD_SUFFIXES, expand_wanted
+from console.telemetry.metrics.wanted import CHILD_SUFFIXES, expand_wanted
 
 __all__ = ["KINDS", "Family", "Labels", "ParseResult", "Sample", "clear_caches", "known_labels", "match_sample_line",
            "parse", "parse_labels"]
