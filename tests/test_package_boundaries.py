@@ -40,7 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "console.sim.engines": {"console.sim"},
     "console.telemetry": {"console.transport", "console.telemetry.engine", "console.telemetry.metrics",
                           "console.telemetry.gpu", "console.telemetry.host"},
-    "console.telemetry.engine": {"console.transport", "console.telemetry.metrics", "console.telemetry"},
+    "console.telemetry.engine": {"console.transport", "console.telemetry.metrics"},
     "console.telemetry.gpu": {"console.telemetry.host"},
     "console.telemetry.host": set(),
     "console.telemetry.metrics": set(),
@@ -151,3 +151,32 @@ def test_no_import_cycle_between_packages() -> None:
         packages.setdefault(own, set()).update(_top_level(d) for d in deps if _top_level(d) != own)
     assert "console.telemetry" in packages["console.ui"]  # the package graph was built
     assert _cycles(packages) == []
+
+
+GC_MODULE = "console.gc_control"  # the garbage collector's one switchboard
+
+
+def _gc_uses(module: str) -> list[str]:
+    """Where ``module`` reaches the ``gc`` module: imports of it and calls through it."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import) and any(a.name == "gc" for a in node.names):
+            out.append(f"{module}:{node.lineno} import gc")
+        elif isinstance(node, ast.ImportFrom) and node.module == "gc":
+            out.append(f"{module}:{node.lineno} from gc import")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "gc":
+            out.append(f"{module}:{node.lineno} gc.{node.attr}")
+    return out
+
+
+def test_no_gc_call_outside_the_one_module() -> None:
+    assert _gc_uses(GC_MODULE)  # the scan sees the calls where they are
+    uses = [u for m in sorted(MODULES) if m != GC_MODULE for u in _gc_uses(m)]
+    assert uses == [], "garbage-collector calls outside console/gc_control.py:\n" + "\n".join(uses)
+
+
+def test_telemetry_imports_nothing_of_the_client_the_lifecycle_or_the_ui() -> None:
+    banned = ("console.client", "console.lifecycle", "console.ui")
+    found = sorted(f"{m} imports {t}" for m, deps in _graph().items() if m.startswith("console.telemetry")
+                   for t in deps if t.startswith(banned))
+    assert found == []

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import gc
 import itertools
 import queue
 import statistics
@@ -26,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from console import gcpause
+from console import gc_control
 from console.listeners import add_listener
 from console.model import FleetSnapshot
 from console.recording.history_rows import Points, Row, rows_of
@@ -214,7 +213,7 @@ class ReplaySource:
         history = History(capacity=self._capacity)
         series: Points = {}
         from_docs = False
-        with gcpause.paused():  # thousands of small objects at once: one collection, at the end
+        with gc_control.paused():  # thousands of small objects at once: one collection, at the end
             for i in range(max(0, rec.frame_index(lo)), pos[0] + 1):
                 end = pos[1] + 1 if i == pos[0] else None
                 rf = None if i in self._row_cache else rec.frame_rows(i)
@@ -236,7 +235,7 @@ class ReplaySource:
         if from_docs:
             # Documents decoded, rows kept for stepping: their young objects are walked now, in the
             # rebuild's own time, not by whatever allocates next (the next seek's snapshot).
-            gc.collect(1)
+            gc_control.collect_young()
         return history
 
     def _seek(self, t: float) -> tuple[Pos, FleetSnapshot]:

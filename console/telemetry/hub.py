@@ -33,9 +33,16 @@ from console.model import (
     Phase,
     SourceState,
 )
-from console.telemetry.engine.collector import EngineCollector, innermost, mark_late, mark_unanswered, went_stale
+from console.telemetry.engine.collector import (
+    NO_FOREGROUND,
+    EngineCollector,
+    Foreground,
+    innermost,
+    mark_late,
+    mark_unanswered,
+    went_stale,
+)
 from console.telemetry.gpu.energy import EnergyMeter
-from console.telemetry.input_gate import GATE
 from console.telemetry.metrics.history import CHART_POINTS, History
 from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
 
@@ -61,6 +68,7 @@ class Hub:
         pids_of: Callable[[str], tuple[int, ...]] | None = None,
         lifecycle_phase: Callable[[str], LifecycleView | tuple[Phase, str] | None] | None = None,
         alerts: Callable[[FleetSnapshot], tuple[Alert, ...]] | None = None,
+        foreground: Foreground = NO_FOREGROUND,
     ) -> None:
         """``pids_of(name)``: the current process ids of an engine the lifecycle layer runs (they
         change on restart); without it an instance's own ``pids`` are used.
@@ -68,7 +76,10 @@ class Hub:
         one-line detail); it wins over HTTP probing while the engine is starting, loading, stopping
         or has exited, where a refused connection alone cannot tell those apart.
         ``alerts(snapshot)``: the alert states for a snapshot about to be published (an
-        ``AlertEvaluator`` from console.alerts); evaluated here, off the UI's loop."""
+        ``AlertEvaluator`` from console.alerts); evaluated here, off the UI's loop.
+        ``foreground``: what collection steps aside for (the UI passes its input gate): no payload's
+        CPU work starts and no snapshot goes out while it asks to wait."""
+        self._foreground = foreground
         self.history = History(capacity=history_capacity)
         self._instances = list(instances)
         self._refresh = refresh
@@ -241,7 +252,7 @@ class Hub:
         try:
             for inst in self._instances:
                 period = inst.config.scrape_period or self._refresh
-                c = EngineCollector(inst, period=period, executor=digesters, tls=tls)
+                c = EngineCollector(inst, period=period, executor=digesters, tls=tls, foreground=self._foreground)
                 c.want_raw = inst.name == getattr(self, "_detail", None)
                 c.on_payload = self._payload
                 c.wake = self._new_wake()
@@ -380,7 +391,7 @@ class Hub:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._gpu_first.wait(), timeout=0.5)
         while True:
-            await GATE.opened()  # a snapshot mid-key would repaint the screen the key is changing
+            await self._foreground.opened()  # a snapshot mid-key would repaint the screen the key is changing
             if not self._paused:
                 self._publish()
             await self._sleep(self._refresh)

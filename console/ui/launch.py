@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
-from console import startup_gc
+from console import gc_control
 from console.config import Config, ConsoleSettings, EngineInstance
 from console.errors import UserError
 from console.hosts import HostTarget
@@ -119,6 +119,7 @@ def run_console(
     Kubernetes API servers (``console.kube``) whose engines are shown read-only beside them."""
     from console.alerts.evaluate import evaluator_for
     from console.telemetry.hub import Hub
+    from console.ui.input_gate import GATE
     from console.ui.terminal_guard import TerminalGuard
 
     alerts = evaluator_for(instances)  # a broken rules file: one line, before anything starts
@@ -144,7 +145,7 @@ def run_console(
     try:
         hub: Any = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
                        gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
-                       lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts)
+                       lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts, foreground=GATE)
         profiles = {i.profile.name: i.profile for i in instances}
         if hosts or sources:
             from console.profiles import load_profiles
@@ -267,7 +268,7 @@ def _run_guarded(app: DeckApp, guard: TerminalGuard, *, mouse: bool) -> str | No
     guard.on_begin(lambda reason: TerminalWriter.give_up_all(time.monotonic() + GIVE_UP_OUTPUT))
     guard.on_begin(lambda reason: app.exit_from_thread())
     guard.output_dropped = lambda: TerminalWriter.dropped
-    startup_gc.resume()
+    gc_control.startup_resume()
     try:
         result: str | None = app.run(mouse=mouse)
     finally:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from console.config import EngineInstance
 from console.model import (
@@ -26,9 +27,25 @@ from console.model import (
     SourceState,
 )
 from console.telemetry.engine.scrape import EngineProbe, Health
-from console.telemetry.input_gate import GATE
 from console.telemetry.metrics.normmemo import NormalizeMemo
 from console.telemetry.metrics.promdelta import ScrapeParser
+
+
+class Foreground(Protocol):
+    """Whatever collection steps aside for (the UI's input gate: a key's screen change goes first)."""
+
+    async def opened(self) -> None:
+        """Return once the foreground no longer asks collection to wait."""
+
+
+class NoForeground:
+    """Nothing to step aside for (a headless command, a benchmark, a recorder)."""
+
+    async def opened(self) -> None:
+        return None
+
+
+NO_FOREGROUND = NoForeground()
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -104,12 +121,13 @@ class EngineCollector:
     HEALTH_EVERY = 5  # while metrics answer, the health endpoint is asked only every N periods
 
     def __init__(self, instance: EngineInstance, *, period: float, executor: Executor | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, foreground: Foreground = NO_FOREGROUND) -> None:
         from console.telemetry.metrics.windows import EngineMetricsState
 
         self.instance = instance
         self.period = period
         self.executor = executor  # None: the loop's default executor
+        self.foreground = foreground
         self._digesting: asyncio.Future[_Digest | str] | None = None
         self.probe = EngineProbe(instance, timeout=max(0.5, min(2.0, period * 1.5)), tls=tls)
         self.state = EngineMetricsState(instance.profile)
@@ -169,7 +187,7 @@ class EngineCollector:
         if busy is not None and not busy.done():
             return f"{path}: still processing an earlier payload (over {self.digest_budget:g} s)"
         # A key the UI is handling goes first: the payload's CPU work starts once it is done.
-        await GATE.opened()
+        await self.foreground.opened()
         loop = asyncio.get_running_loop()
         work = loop.run_in_executor(self.executor, self._digest_sync, body, mono, self.want_raw, self._lost)
         # A late result is not awaited by anyone: fetch its exception so none goes unreported.

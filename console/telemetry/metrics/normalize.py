@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from console import gcpause
+from console import gc_control
 from console.profiles import EngineProfile, MetricMapping
 from console.telemetry.metrics.info_gauges import adopt_engine_counters, adopt_unlabelled, from_label
 from console.telemetry.metrics.normmemo import NormalizeMemo, Picks
@@ -129,7 +129,7 @@ def normalize(profile: EngineProfile, payload: bytes | str | ParseResult, *, for
     # A payload becomes tens of thousands of tuples, none in a reference cycle: the cyclic collector
     # would only walk them (and every other object of the process, in its full passes) over and
     # over while they are made. It runs once afterwards instead.
-    with gcpause.paused():
+    with gc_control.paused():
         return _normalize(profile, payload, format, full, parser, memo)
 
 
