@@ -180,3 +180,18 @@ def test_telemetry_imports_nothing_of_the_client_the_lifecycle_or_the_ui() -> No
     found = sorted(f"{m} imports {t}" for m, deps in _graph().items() if m.startswith("console.telemetry")
                    for t in deps if t.startswith(banned))
     assert found == []
+
+
+def _id_calls(module: str) -> list[str]:
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    return [f"{module}:{node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "id"]
+
+
+def test_no_cache_is_keyed_by_id() -> None:
+    """An ``id()`` can be reused once its object is freed, so a cache keyed by one can hand a new object
+    another's entry. The console keeps no ``id()`` at all; the simulator's one use is a set local to
+    one call (console/sim/scheduler.py), not a cache."""
+    assert _id_calls("console.sim.scheduler")  # the scan finds a call where there is one
+    found = [c for m in sorted(MODULES) if not m.startswith("console.sim") for c in _id_calls(m)]
+    assert found == [], "id() in console/ (a cache keyed by it?):\n" + "\n".join(found)

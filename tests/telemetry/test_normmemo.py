@@ -34,6 +34,7 @@ def _view(r: Reading) -> object:
 
 def _check(text: str, profile: str, seed: int, steps: int = 40) -> NormalizeMemo:
     rng = random.Random(seed)
+    print(f"differential seed={seed}")  # shown with the failure's captured output, or with -s
     prof = PROFILES[profile]
     parser, memo = ScrapeParser(), NormalizeMemo()
     lines = text.split("\n")

@@ -72,6 +72,7 @@ def case_seed(*parts: str) -> int:
 
 def _check_sequence(text: str, wanted: frozenset[str] | None, seed: int, steps: int = 60) -> ScrapeParser:
     rng = random.Random(seed)
+    print(f"differential seed={seed}")  # shown with the failure's captured output, or with -s
     parser = ScrapeParser()
     lines = text.split("\n")
     for step in range(steps):
