@@ -51,6 +51,16 @@ class Freshness:
     def stale(self) -> bool:
         return self.state is not SourceState.OK
 
+    @property
+    def pending(self) -> bool:
+        """Not collected yet: no good sample and no failure either (the source has not had its
+        first turn). Read from the fields, so it survives a status document's round trip."""
+        return self.state is SourceState.STALE and self.updated_at is None and self.stale_since is None
+
+
+# What a source shows before its first collection.
+NOT_COLLECTED = Freshness(SourceState.STALE, reason="not collected yet")
+
 
 @dataclass(frozen=True, slots=True)
 class Quantiles:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from console.config import EngineInstance
 from console.listeners import add_listener
 from console.model import (
+    NOT_COLLECTED,
     Alert,
     EngineSnapshot,
     FleetSnapshot,
@@ -113,14 +114,14 @@ class Hub:
                 managed=inst.managed,
                 gpus=self._gpu_assignment.get(inst.name, inst.gpus),
                 pids=inst.pids,
-                metrics_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
-                health_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+                metrics_freshness=NOT_COLLECTED,
+                health_freshness=NOT_COLLECTED,
             )
             for inst in self._instances
         }
         self._gpus = GpuFleet(
             source="simulated" if gpu_source == "simulated" else "nvml",
-            freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+            freshness=NOT_COLLECTED,
         )
         if gpu_source == "none":
             self._gpus = GpuFleet(

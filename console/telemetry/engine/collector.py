@@ -18,6 +18,7 @@ from typing import Protocol
 
 from console.config import EngineInstance
 from console.model import (
+    NOT_COLLECTED,
     EngineIdentity,
     EngineSnapshot,
     Freshness,
@@ -155,8 +156,8 @@ class EngineCollector:
             managed=instance.managed,
             gpus=instance.gpus,
             pids=instance.pids,
-            metrics_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
-            health_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+            metrics_freshness=NOT_COLLECTED,
+            health_freshness=NOT_COLLECTED,
         )
 
     @property
