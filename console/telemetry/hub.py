@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from console.config import EngineInstance
 from console.listeners import add_listener
@@ -46,6 +46,10 @@ from console.telemetry.engine.collector import (
 from console.telemetry.gpu.energy import EnergyMeter
 from console.telemetry.metrics.history import CHART_POINTS, History
 from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
+
+if TYPE_CHECKING:  # imported where used: the GPU side loads only with its source
+    from console.telemetry.gpu.nvml import NvmlPoller
+    from console.telemetry.gpu.simgpu import SimulatedGpus
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
 
@@ -133,6 +137,14 @@ class Hub:
         self._latest = FleetSnapshot(taken_at=now, engines=tuple(self._engines.values()), gpus=self._gpus)
         self._published = threading.Event()
         self._energy = EnergyMeter()
+        self._detail: str | None = None  # the engine whose every raw series is collected (set_detail)
+        # Set once every engine has answered (or failed) once, and once the GPUs have: the first
+        # snapshot waits for them. Made afresh by each run of the loop (``_main``).
+        self._first_round = asyncio.Event()
+        self._gpu_first = asyncio.Event()
+        self._proc_stats: dict[str, tuple[float | None, int | None]] = {}  # engine -> (CPU %, RSS)
+        self._nvml_poller: NvmlPoller | None = None
+        self._simgpu: SimulatedGpus | None = None
 
     # -- FleetSource -------------------------------------------------------------------------
 
@@ -254,7 +266,7 @@ class Hub:
             for inst in self._instances:
                 period = inst.config.scrape_period or self._refresh
                 c = EngineCollector(inst, period=period, executor=digesters, tls=tls, foreground=self._foreground)
-                c.want_raw = inst.name == getattr(self, "_detail", None)
+                c.want_raw = inst.name == self._detail
                 c.on_payload = self._payload
                 c.wake = self._new_wake()
                 self._collectors[inst.name] = c
@@ -378,7 +390,7 @@ class Hub:
     def _simulated_gpus(self, engines: Sequence[EngineSnapshot]) -> GpuFleet:
         from console.telemetry.gpu.simgpu import SimulatedGpus
 
-        sim = getattr(self, "_simgpu", None)
+        sim = self._simgpu
         if sim is None:
             sim = self._simgpu = SimulatedGpus(self._sim_gpu_count, self._gpu_assignment)
         return sim.step(time.time(), engines)
@@ -462,11 +474,11 @@ class Hub:
         from console.telemetry.gpu.attribution import engine_gpus
 
         held = engine_gpus(self._gpus)
-        sim = getattr(self, "_simgpu", None)
+        sim = self._simgpu
         if sim is not None:
             for name, placement in sim.placements.items():
                 held.setdefault(name, tuple(placement.gpus))
-        procs = getattr(self, "_proc_stats", {})
+        procs = self._proc_stats
         out = []
         for e in engines:
             gpus = self._gpu_assignment.get(e.name) or held.get(e.name, ())
@@ -480,7 +492,7 @@ class Hub:
         record(self.history, snap)
 
     def _close_sources(self) -> None:
-        poller = getattr(self, "_nvml_poller", None)
+        poller = self._nvml_poller
         if poller is not None:
             with contextlib.suppress(Exception):
                 poller.close()

@@ -23,6 +23,7 @@ from console.hosts import HostTarget
 from console.sources import KubeTarget, PromTarget
 
 if TYPE_CHECKING:
+    from console.telemetry.source import FleetSource
     from console.ui.actions import ActionRegistry
     from console.ui.app import DeckApp
     from console.ui.control import LifecycleControl
@@ -143,17 +144,19 @@ def run_console(
         guard.add_final(tunnels.close_all)  # no ssh tunnel outlives the console, at its hard exit too
     guard.install()
     try:
-        hub: Any = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
-                       gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
-                       lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts, foreground=GATE)
+        local = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
+                    gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
+                    lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts, foreground=GATE)
+        hub: FleetSource = local
         profiles = {i.profile.name: i.profile for i in instances}
         if hosts or sources:
             from console.profiles import load_profiles
             from console.remote.fleet import RemoteFleet
 
-            hub = RemoteFleet(hosts, local=hub if instances else None, refresh=settings.refresh, tunnels=tunnels,
-                              sources=sources)
-            guard.add_final(hub.kill_streams)
+            remote = RemoteFleet(hosts, local=local if instances else None, refresh=settings.refresh,
+                                 tunnels=tunnels, sources=sources)
+            guard.add_final(remote.kill_streams)
+            hub = remote
             profiles = {**load_profiles(), **profiles}  # remote engines may be of any profile
         hub.start()
         # Imported after the hub starts: the first scrapes run while the UI (most of the start-up
