@@ -62,6 +62,22 @@ class Freshness:
 NOT_COLLECTED = Freshness(SourceState.STALE, reason="not collected yet")
 
 
+# The staleness rule every source follows: its numbers stop counting as fresh once the last good
+# sample is older than two of the source's own periods plus that source's slack (the time it may
+# take to answer). Each source passes its period and slack; none has a rule of its own.
+def late_after(period: float, slack: float) -> float:
+    """How old a source's last good sample may be, in seconds, before the source is stale."""
+    return 2 * period + slack
+
+
+def aged(f: Freshness, now: float, allowed: float, reason: str) -> Freshness:
+    """``f`` marked stale since its last good sample when that is older than ``allowed`` seconds; ``f``
+    itself when it is fresh enough, stale already, or was never collected."""
+    if f.stale or f.updated_at is None or now - f.updated_at <= allowed:
+        return f
+    return Freshness(SourceState.STALE, updated_at=f.updated_at, stale_since=f.updated_at, reason=reason)
+
+
 @dataclass(frozen=True, slots=True)
 class Quantiles:
     """Windowed histogram quantiles (seconds). ``low_sample`` when the window had few observations."""

@@ -26,7 +26,9 @@ from console.model import (
     Phase,
     RawSeries,
     SourceState,
+    aged,
 )
+from console.model import late_after as model_late_after
 from console.telemetry.engine.scrape import EngineProbe, Health
 from console.telemetry.metrics.normmemo import NormalizeMemo
 from console.telemetry.metrics.promdelta import ScrapeParser
@@ -66,20 +68,17 @@ def went_stale(prev: Freshness, now: float, reason: str, state: SourceState = So
 
 
 def late_after(period: float) -> float:
-    """How old an engine's last good sample may be before its numbers stop counting as fresh:
-    two of its own collection periods plus slack for a slow scrape (1 s -> 3.5 s, 30 s -> 61 s)."""
-    return max(2 * period + 1.0, period + 2.5)
+    """How old an engine's last good sample may be before its numbers stop counting as fresh
+    (``model.late_after``), with slack for a slow scrape of at least 1 s (1 s -> 3.5 s, 30 s -> 61 s)."""
+    return model_late_after(period, slack=max(1.0, 2.5 - period))
 
 
 def mark_late(e: EngineSnapshot, now: float, period: float) -> EngineSnapshot:
     """``e`` with its metrics marked stale when the last good sample is older than its period
     allows: a collector that sleeps, hangs or died must never leave numbers looking fresh."""
     f = e.metrics_freshness
-    if f.stale or f.updated_at is None or now - f.updated_at <= late_after(period):
-        return e
-    late = Freshness(SourceState.STALE, updated_at=f.updated_at, stale_since=f.updated_at,
-                     reason=f"no new sample (collected every {period:g} s)")
-    return replace(e, metrics_freshness=late)
+    late = aged(f, now, late_after(period), f"no new sample (collected every {period:g} s)")
+    return e if late is f else replace(e, metrics_freshness=late)
 
 
 def answer_allowance(period: float) -> float:
