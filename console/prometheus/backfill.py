@@ -23,11 +23,13 @@ from console.prometheus.api import Matrix
 from console.prometheus.federate import present_name
 from console.sources import Matcher, matchers_text
 from console.telemetry.metrics.windows import QUANTILE_WINDOW, histogram_quantile
+from console.telemetry.source import ENGINE_SCHEMA
 
-GAUGES = (("running", "running"), ("waiting", "waiting"), ("kv_usage", "kv_usage"))
-RATES = (("generation_tps", "generation_tokens"), ("prompt_tps", "prompt_tokens"),
-         ("request_rate", "requests_finished"), ("error_rate", "requests_failed"))
-QUANTILES = (("ttft", "ttft"), ("itl", "itl"), ("e2e", "e2e"))
+# The history schema's series (telemetry.source.ENGINE_SCHEMA) by how each is computed here.
+_FILLED = [s for s in ENGINE_SCHEMA if s.backfilled]
+GAUGES = tuple((s.key, s.canonical) for s in _FILLED if s.how == "gauge")
+RATES = tuple((s.key, s.canonical) for s in _FILLED if s.how == "rate")
+QUANTILES = tuple(dict.fromkeys((s.key.rpartition("_")[0], s.canonical) for s in _FILLED if s.how == "quantile"))
 _AGG = {"sum": "sum", "max": "max", "mean": "avg"}
 
 

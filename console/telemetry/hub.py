@@ -45,7 +45,7 @@ from console.telemetry.engine.collector import (
 )
 from console.telemetry.gpu.energy import EnergyMeter
 from console.telemetry.metrics.history import CHART_POINTS, History
-from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
+from console.telemetry.source import ENGINE_SCHEMA, ENGINE_SERIES, Listener, PayloadListener
 
 if TYPE_CHECKING:  # imported where used: the GPU side loads only with its source
     from console.telemetry.gpu.nvml import NvmlPoller
@@ -528,18 +528,8 @@ def record(h: History, snap: FleetSnapshot) -> None:
             for key in ENGINE_SERIES:
                 h.append((e.name, key), t, None)
             continue
-        h.append((e.name, "running"), t, m.running)
-        h.append((e.name, "waiting"), t, m.waiting)
-        h.append((e.name, "kv_usage"), t, m.kv_usage)
-        h.append((e.name, "prefix_hit_rate"), t, m.prefix_hit_rate)
-        # ``now``: 5 s, or 60 s for token counters the engine bumps only when a request finishes.
-        h.append((e.name, "generation_tps"), t, m.generation_tps.now)
-        h.append((e.name, "prompt_tps"), t, m.prompt_tps.now)
-        h.append((e.name, "request_rate"), t, m.request_rate.r5s)
-        h.append((e.name, "error_rate"), t, m.error_rate.r5s)
-        for name, q in (("ttft", m.ttft), ("itl", m.itl), ("e2e", m.e2e), ("queue", m.queue_time)):
-            h.append((e.name, f"{name}_p50"), t, q.p50)
-            h.append((e.name, f"{name}_p99"), t, q.p99)
+        for series in ENGINE_SCHEMA:
+            h.append((e.name, series.key), t, series.read(m))
     for g in snap.gpus.gpus:
         key = f"gpu:{g.index}"
         h.append((key, "util"), t, g.util_percent)
