@@ -21,7 +21,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from console.config import EngineInstance
-from console.listeners import add_listener
 from console.model import (
     NOT_COLLECTED,
     Alert,
@@ -43,6 +42,7 @@ from console.telemetry.engine.collector import (
     mark_unanswered,
     went_stale,
 )
+from console.telemetry.fanout import FanOut
 from console.telemetry.gpu.energy import EnergyMeter
 from console.telemetry.metrics.history import CHART_POINTS, History
 from console.telemetry.source import ENGINE_SCHEMA, ENGINE_SERIES, Listener, PayloadListener
@@ -85,7 +85,6 @@ class Hub:
         ``foreground``: what collection steps aside for (the UI passes its input gate): no payload's
         CPU work starts and no snapshot goes out while it asks to wait."""
         self._foreground = foreground
-        self.history = History(capacity=history_capacity)
         self._instances = list(instances)
         self._refresh = refresh
         self._paused = False
@@ -96,8 +95,6 @@ class Hub:
         self._lifecycle_phase = lifecycle_phase
         self._lifecycle_seen: dict[str, Phase] = {}
         self._alerts = alerts
-        self._listeners: list[Listener] = []
-        self._payload_listeners: list[PayloadListener] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -134,8 +131,10 @@ class Hub:
                 freshness=Freshness(SourceState.UNAVAILABLE, reason="GPU monitoring disabled"),
             )
         self._host: HostSnapshot | None = None
-        self._latest = FleetSnapshot(taken_at=now, engines=tuple(self._engines.values()), gpus=self._gpus)
-        self._published = threading.Event()
+        # Handing out snapshots and payloads is the fan-out's job (fanout.py).
+        self._fanout = FanOut(FleetSnapshot(taken_at=now, engines=tuple(self._engines.values()), gpus=self._gpus),
+                              History(capacity=history_capacity), record)
+        self.history = self._fanout.history
         self._energy = EnergyMeter()
         self._detail: str | None = None  # the engine whose every raw series is collected (set_detail)
         # Set once every engine has answered (or failed) once, and once the GPUs have: the first
@@ -168,8 +167,7 @@ class Hub:
             self._poke()
 
     def latest(self) -> FleetSnapshot:
-        with self._lock:
-            return self._latest
+        return self._fanout.latest()
 
     def set_detail(self, name: str | None) -> None:
         """Collect every raw series of engine ``name`` (for a metrics browser); None for none."""
@@ -178,21 +176,12 @@ class Hub:
             c.want_raw = n == name
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        return add_listener(self._listeners, self._lock, listener)
+        return self._fanout.subscribe(listener)
 
     def subscribe_payloads(self, listener: PayloadListener) -> Callable[[], None]:
         """Call ``listener(engine, body, at)`` with each metrics payload read, in the hub's thread
         (it must return at once: a recorder queues what it keeps); returns an unsubscribe function."""
-        return add_listener(self._payload_listeners, self._lock, listener)
-
-    def _payload(self, name: str, body: bytes, at: float) -> None:
-        with self._lock:
-            listeners = list(self._payload_listeners)
-        for fn in listeners:
-            try:
-                fn(name, body, at)
-            except Exception:  # a reader's failure must not stop collection
-                log.exception("payload listener")
+        return self._fanout.subscribe_payloads(listener)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -213,7 +202,7 @@ class Hub:
 
     def wait_published(self, timeout: float) -> bool:
         """Block until at least one snapshot has been published (headless commands)."""
-        return self._published.wait(timeout)
+        return self._fanout.wait_published(timeout)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -267,7 +256,7 @@ class Hub:
                 period = inst.config.scrape_period or self._refresh
                 c = EngineCollector(inst, period=period, executor=digesters, tls=tls, foreground=self._foreground)
                 c.want_raw = inst.name == self._detail
-                c.on_payload = self._payload
+                c.on_payload = self._fanout.payload
                 c.wake = self._new_wake()
                 self._collectors[inst.name] = c
             self._first_round = asyncio.Event()
@@ -460,13 +449,7 @@ class Hub:
                 snap = replace(snap, alerts=self._alerts(snap))
             except Exception:  # a failing rule must not stop publishing
                 log.exception("alert evaluation failed")
-        with self._lock:
-            self._latest = snap
-            listeners = list(self._listeners)
-        self._record(snap)
-        self._published.set()
-        for fn in listeners:
-            fn(snap)
+        self._fanout.publish(snap)
 
     def _with_gpus_and_process_stats(self, engines: tuple[EngineSnapshot, ...]) -> tuple[EngineSnapshot, ...]:
         """Engines learn which GPUs they hold from the GPU side (attributed processes, or the
@@ -487,9 +470,6 @@ class Hub:
                 e = replace(e, gpus=gpus, cpu_percent=cpu, rss_bytes=rss)
             out.append(e)
         return tuple(out)
-
-    def _record(self, snap: FleetSnapshot) -> None:
-        record(self.history, snap)
 
     def _close_sources(self) -> None:
         poller = self._nvml_poller
