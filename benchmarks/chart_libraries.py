@@ -29,7 +29,7 @@ from textual.app import App, ComposeResult
 from textual.containers import Grid
 from textual.widget import Widget
 
-from console.telemetry.history import History
+from console.telemetry.metrics.history import History
 from console.ui.widgets.plot import SECONDS, Series
 from console.ui.widgets.timechart import TimeChart
 

@@ -15,7 +15,7 @@ import time
 
 import psutil
 
-from console.telemetry.history import CHART_POINTS, History
+from console.telemetry.metrics.history import CHART_POINTS, History
 from console.telemetry.source import ENGINE_SERIES, GPU_SERIES, HOST_SERIES
 
 

@@ -25,9 +25,10 @@ from typing import Any
 
 from hub_cpu import scale_fleet, scale_instances, wait_live
 
-from console import startup_gc
+from console import gc_control
 from console.telemetry.hub import Hub
 from console.ui.app import DeckApp, UiOptions
+from console.ui.input_gate import GATE
 
 KEYS = (("enter", "EngineScreen"), ("escape", "OverviewScreen"), ("g", "GpuScreen"), ("o", "OverviewScreen"))
 
@@ -83,13 +84,13 @@ def main() -> None:
     ap.add_argument("--no-load", action="store_true")
     ap.add_argument("--verbose", action="store_true", help="print each measurement as it is taken")
     a = ap.parse_args()
-    startup_gc.pause()  # as `enginedeck attach` starts: no collection until the first frame, then a freeze
+    gc_control.startup_pause()  # as `enginedeck attach` starts: no collection until the first frame, then a freeze
     # A timeout's SIGTERM unwinds normally, so the simulators and the load process are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     w, h = (int(x) for x in a.size.split("x"))
     with scale_fleet(a.series, a.sims, 1.0, not a.no_load) as (fleet, payload):
         insts = scale_instances(a.engines, fleet)
-        hub = Hub(insts, refresh=a.refresh, gpu_source="simulated")
+        hub = Hub(insts, refresh=a.refresh, gpu_source="simulated", foreground=GATE)
         hub.start()
         try:
             print(f"{payload}; {a.engines} engines live after {wait_live(hub):.1f} s; window {w}x{h}", flush=True)
@@ -97,13 +98,12 @@ def main() -> None:
                           instances={i.name: i for i in insts})
             s0 = sum(c.samples for c in hub._collectors.values())
             w0 = time.monotonic()
-            startup_gc.resume()  # where ui.launch resumes it, just before the app runs
+            gc_control.startup_resume()  # where ui.launch resumes it, just before the app runs
             lat = asyncio.run(drive(app, a.rounds, (w, h), seed=1, verbose=a.verbose))
             rate = (sum(c.samples for c in hub._collectors.values()) - s0) / (time.monotonic() - w0) / a.engines
         finally:
             hub.stop()
     every = [v for vs in lat.values() for v in vs]
-    from console.telemetry.input_gate import GATE
 
     print(f"hub meanwhile: {rate:.2f} samples/s per engine; collection stepped aside for keys {GATE.waited:.1f} s "
           f"in all (waits overlap)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from console.telemetry import promtext
+from console.telemetry.metrics import promtext
 
 
 def labels(n_bytes: int) -> str:

@@ -40,9 +40,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.profiles import get_profile
-from console.telemetry.normalize import normalize
-from console.telemetry.promtext import parse
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.promtext import parse
+from console.telemetry.metrics.windows import EngineMetricsState
 
 # vLLM's default buckets (vllm/v1/metrics/loggers.py).
 TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
@@ -155,7 +155,7 @@ def run_case(title: str, text: str) -> None:
 
 def cold_cpu_ms(run: Callable[[], object], repeat: int = 3) -> float:
     """Fastest CPU ms of ``run`` over ``repeat`` runs, every parse/normalise cache cleared before each."""
-    from console.telemetry.normalize import clear_caches
+    from console.telemetry.metrics.normalize import clear_caches
 
     best = float("inf")
     for _ in range(repeat):
@@ -176,7 +176,7 @@ def whole_path_ms(profile_name: str, payload: bytes, repeat: int = 3) -> float:
     the fuzz test's pipeline does per payload. The earlier frame is made outside the timing."""
     from console.model import EngineSnapshot, FleetSnapshot, Freshness, GpuFleet, SourceState
     from console.status_doc import status_doc
-    from console.telemetry.normalize import clear_caches
+    from console.telemetry.metrics.normalize import clear_caches
 
     profile = get_profile(profile_name)
     best = float("inf")

@@ -37,7 +37,7 @@ from console.remote.fleet import RemoteFleet
 from console.remote.merge import qualified
 from console.sim.fleet import start_fleet
 from console.sources import PromTarget
-from console.telemetry.history import History
+from console.telemetry.metrics.history import History
 from tests.prometheus.promserver import PromServer
 
 

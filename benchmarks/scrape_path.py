@@ -27,12 +27,12 @@ from hub_cpu import scale_fleet  # this folder: simulators serving about --serie
 
 from console.config import parse_engine_ref
 from console.profiles import load_profiles
-from console.telemetry.bodies import ACCEPT_ENCODING, BoundedBody
-from console.telemetry.normalize import normalize, wanted_names
-from console.telemetry.normmemo import NormalizeMemo
-from console.telemetry.promdelta import ScrapeParser
-from console.telemetry.promtext import parse
-from console.telemetry.scrape import MAX_METRICS_BYTES, EngineProbe
+from console.telemetry.engine.scrape import MAX_METRICS_BYTES, EngineProbe
+from console.telemetry.metrics.normalize import normalize, wanted_names
+from console.telemetry.metrics.normmemo import NormalizeMemo
+from console.telemetry.metrics.promdelta import ScrapeParser
+from console.telemetry.metrics.promtext import parse
+from console.transport.bodies import ACCEPT_ENCODING, BoundedBody
 
 
 async def _own(base: str, n: int) -> tuple[float, str]:

@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from console import __version__, commands, startup_gc
+from console import __version__, commands, gc_control
 from console.errors import UserError
 
 # The command run when none is given (the console on the configured engines).
@@ -66,12 +66,12 @@ def _skip_unused_imports() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    startup_gc.pause()
+    gc_control.startup_pause()
     _skip_unused_imports()
     try:
         return _main(argv)
     finally:  # whatever way out (--help, a bad argument, an error): collection is on again
-        startup_gc.resume()
+        gc_control.startup_resume()
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -83,7 +83,7 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = _parser_for(args_list[0])
     args = parser.parse_args(args_list)
     if not getattr(args, "paints", False):  # a console command resumes it before its first frame
-        startup_gc.resume()
+        gc_control.startup_resume()
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -51,6 +51,32 @@ class Freshness:
     def stale(self) -> bool:
         return self.state is not SourceState.OK
 
+    @property
+    def pending(self) -> bool:
+        """Not collected yet: no good sample and no failure either (the source has not had its
+        first turn). Read from the fields, so it survives a status document's round trip."""
+        return self.state is SourceState.STALE and self.updated_at is None and self.stale_since is None
+
+
+# What a source shows before its first collection.
+NOT_COLLECTED = Freshness(SourceState.STALE, reason="not collected yet")
+
+
+# The staleness rule every source follows: its numbers stop counting as fresh once the last good
+# sample is older than two of the source's own periods plus that source's slack (the time it may
+# take to answer). Each source passes its period and slack; none has a rule of its own.
+def late_after(period: float, slack: float) -> float:
+    """How old a source's last good sample may be, in seconds, before the source is stale."""
+    return 2 * period + slack
+
+
+def aged(f: Freshness, now: float, allowed: float, reason: str) -> Freshness:
+    """``f`` marked stale since its last good sample when that is older than ``allowed`` seconds; ``f``
+    itself when it is fresh enough, stale already, or was never collected."""
+    if f.stale or f.updated_at is None or now - f.updated_at <= allowed:
+        return f
+    return Freshness(SourceState.STALE, updated_at=f.updated_at, stale_since=f.updated_at, reason=reason)
+
 
 @dataclass(frozen=True, slots=True)
 class Quantiles:
@@ -257,7 +283,7 @@ class LifecycleView:
 @dataclass(frozen=True, slots=True)
 class EnergyView:
     """Energy of one engine (or one GPU) over the energy window; computed by
-    ``console.telemetry.energy`` from the GPUs' energy counters and the engine's token counters.
+    ``console.telemetry.gpu.energy`` from the GPUs' energy counters and the engine's token counters.
 
     ``source``: "counter" (NVML's total-energy counter), "integrated" (power sampled at 10 Hz and
     integrated, where the counter is not supported: less exact), "simulated" (the demo's GPUs) or

@@ -23,7 +23,7 @@ from console.errors import UserError
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
-# Engine families by name prefix (console/telemetry/recognize.py): the default selector. A server
+# Engine families by name prefix (console/telemetry/metrics/recognize.py): the default selector. A server
 # that scraped OpenMetrics from prometheus_client 0.22+ holds ``sglang_x`` for ``sglang:x``.
 DEFAULT_SELECTOR = '{__name__=~"(vllm|sglang|llamacpp)[:_].+|(tgi|trtllm)_.+"}'
 # Labels that name one engine, tried in order: a Kubernetes pod, else the scrape target.

@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from console.model import GpuFleet, GpuSnapshot, SourceState  # noqa: E402
-from console.telemetry.attribution import EngineLocator, attribute  # noqa: E402
-from console.telemetry.nvml import NvmlPoller  # noqa: E402
+from console.telemetry.gpu.attribution import EngineLocator, attribute  # noqa: E402
+from console.telemetry.gpu.nvml import NvmlPoller  # noqa: E402
 
 GiB = 1024**3
 PSEUDO_ENGINE = "gpu-check"
@@ -71,7 +71,7 @@ print("DONE %d matmuls" % n, flush=True)
 
 QUIET_PROBE = (
     "import sys; sys.path.insert(0, sys.argv[1]);"
-    "from console.telemetry.nvml import NvmlPoller;"
+    "from console.telemetry.gpu.nvml import NvmlPoller;"
     "p = NvmlPoller(timeout_s=10.0); f = p.poll(); p.close()"
 )
 

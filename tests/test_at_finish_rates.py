@@ -11,8 +11,8 @@ import pytest
 from console.model import EngineSnapshot, FleetSnapshot, GpuFleet, Phase
 from console.profiles import get_profile
 from console.status_doc import status_doc
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from console.ui import format as fmt
 from console.ui.explain import explain
 from console.ui.screens.overview import COLUMNS, CellContext

@@ -123,7 +123,7 @@ def test_llamacpp_key_missing_marks_metrics_stale_with_reason() -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             e = hub.latest().engines[0]
-            if e.reachable and e.metrics_freshness.reason != "not collected yet":
+            if e.reachable and not e.metrics_freshness.pending:
                 break
             time.sleep(0.1)
         e = hub.latest().engines[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from console.telemetry.history import History, Ring
+from console.telemetry.metrics.history import History, Ring
 
 
 def test_ring_wraps_and_keeps_order() -> None:
@@ -110,7 +110,7 @@ def test_buckets_add_many_sums_as_add_does() -> None:
     """The replay's rebuild (add_many) gives the summaries a point-by-point add gives, gaps included."""
     import random
 
-    from console.telemetry.history import Buckets
+    from console.telemetry.metrics.history import Buckets
 
     rng = random.Random(7)
     times = sorted(1000.0 + rng.random() * 200 for _ in range(500))

@@ -112,7 +112,7 @@ def test_the_live_console_runs_without_httpx_or_pydantic() -> None:
         "assert 'refused' in hub.latest().engines[0].health_detail\n"
         "hub.stop()"
     )
-    assert "console.telemetry.scrape" in loaded and "console.ui.app" in loaded
+    assert "console.telemetry.engine.scrape" in loaded and "console.ui.app" in loaded
     assert not [m for m in loaded if m.split(".")[0] in ("httpx", "httpcore", "anyio", "h11", "pydantic",
                                                          "pydantic_core")]
     # TextArea (documents, tree-sitter) comes with the screens that show one, not with the overview.

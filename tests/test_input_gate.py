@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from console.telemetry.input_gate import InputGate
+from console.ui.input_gate import InputGate
 
 
 def test_an_open_gate_does_not_wait() -> None:
@@ -60,8 +60,8 @@ def test_a_collector_starts_no_payload_work_while_the_ui_holds_the_gate() -> Non
     from typing import Any
 
     from console.config import parse_engine_ref
-    from console.telemetry.collector import EngineCollector
-    from console.telemetry.input_gate import GATE
+    from console.telemetry.engine.collector import EngineCollector
+    from console.ui.input_gate import GATE
 
     submitted: list[float] = []
 
@@ -72,7 +72,7 @@ def test_a_collector_starts_no_payload_work_while_the_ui_holds_the_gate() -> Non
 
     async def main() -> float:
         with Recording(max_workers=1) as pool:
-            c = EngineCollector(parse_engine_ref("vllm@http://127.0.0.1:9"), period=1.0, executor=pool)
+            c = EngineCollector(parse_engine_ref("vllm@http://127.0.0.1:9"), period=1.0, executor=pool, foreground=GATE)
             GATE.hold(0.3)
             held_at = time.monotonic()
             await c._digest(b"vllm:num_requests_running 1\n", time.monotonic())
@@ -107,7 +107,7 @@ def test_a_hold_on_the_ui_loop_pauses_garbage_collection_until_it_ends() -> None
 def test_keys_held_down_cannot_keep_garbage_collection_off() -> None:
     import gc
 
-    from console.telemetry.input_gate import GC_PAUSE_MAX, GC_REST
+    from console.ui.input_gate import GC_PAUSE_MAX, GC_REST
 
     gate = InputGate()
     seen: list[tuple[float, bool]] = []

@@ -34,8 +34,8 @@ from console.model import ModelMetrics, Quantiles, Rates, SpecDecode
 from console.profiles import get_profile
 from console.status_doc import model_doc
 from console.telemetry.hub import Hub
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from console.ui.app import DeckApp, UiOptions
 from console.ui.widgets.chart import block_chart, spark
 from tests.extremes import FINITE_EXTREMES, vllm_payload

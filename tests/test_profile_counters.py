@@ -9,7 +9,7 @@ import pytest
 
 from console.errors import ConfigError
 from console.profiles import load_profile_file, load_profiles
-from console.telemetry.normalize import normalize, wanted_names
+from console.telemetry.metrics.normalize import normalize, wanted_names
 
 HEAD = 'name = "bad"\ndisplay_name = "B"\n[container]\nimage = "x"\nport = 1\n'
 

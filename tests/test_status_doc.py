@@ -9,8 +9,8 @@ from console.commands.status import render_text
 from console.model import EngineSnapshot, FleetSnapshot, Freshness, GpuFleet, Phase, SourceState
 from console.profiles import EngineProfile, get_profile
 from console.status_doc import status_doc
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.telemetry import synth
 
 BOUNDS = (0.1, 0.5, 1.0)

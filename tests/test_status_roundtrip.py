@@ -47,8 +47,8 @@ from console.model import (
 from console.profiles import get_profile
 from console.status_doc import status_doc
 from console.status_parse import snapshot_from_doc
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.sim.conftest import ENGINES, METRICS_PATH, chat, sim
 
 T = 1_796_000_000.0

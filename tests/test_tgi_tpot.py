@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from console.profiles import get_profile
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from console.ui.explain import explain
 from tests.telemetry import synth
 

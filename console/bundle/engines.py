@@ -1,6 +1,6 @@
 """What each engine says about itself right now: its raw metrics payload, its version endpoint and
 its models endpoint, probed in parallel with the engine's own timeouts, size caps and API-key rules
-(``console.telemetry.scrape``). A dead engine gives its reason, never an exception."""
+(``console.telemetry.engine.scrape``). A dead engine gives its reason, never an exception."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.config import EngineInstance
-from console.telemetry.scrape import EngineProbe, Fetched
+from console.telemetry.engine.scrape import EngineProbe, Fetched
 
 PROBE_TIMEOUT_S = 2.0
 

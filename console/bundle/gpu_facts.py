@@ -4,7 +4,7 @@ down, power, temperature, memory, ECC mode and error counts, and its processes.
 
 Every getter is read on its own (one a device lacks is null) and the whole read runs on a worker
 thread with a deadline, so a hung driver costs the bundle seconds, not the console. XID events are
-seen only by a reader registered when they happen (``console.telemetry.nvml``): the caller passes
+seen only by a reader registered when they happen (``console.telemetry.gpu.nvml``): the caller passes
 the ones the console's own reader saw.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from console.telemetry.deadline import DeadlineWorker
-from console.telemetry.nvml import process_name
+from console.telemetry.gpu.nvml import process_name
+from console.telemetry.host.deadline import DeadlineWorker
 
 NVML_TIMEOUT_S = 5.0
 # Throttle ("clocks event") reason bits, by their pynvml constant names; newest names first.

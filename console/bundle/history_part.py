@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from console.bundle.window import Window
-from console.telemetry.history import History
+from console.telemetry.metrics.history import History
 
 FILE = "history.csv"
 COLUMNS = ("entity", "metric", "time", "time_utc", "min", "max", "mean")

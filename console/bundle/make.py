@@ -34,7 +34,7 @@ from console.config import EngineInstance
 from console.model import EngineSnapshot, FleetSnapshot
 from console.secrets import Scrubber, instance_secrets, scrub
 from console.status_doc import gpus_doc, status_doc
-from console.telemetry.history import History
+from console.telemetry.metrics.history import History
 
 LOG_LINES = 500
 ARCHIVE_EXT = ".tar.gz"

@@ -1,6 +1,6 @@
 """GPU utilisation, power and energy over a benchmark level, from any ``collect() -> GpuFleet`` source.
 
-The default source is NVML (``console.telemetry.nvml.NvmlSource``); a simulated fleet can be
+The default source is NVML (``console.telemetry.gpu.nvml.NvmlSource``); a simulated fleet can be
 passed instead. Sampling runs in a thread (NVML calls may block) once a second. Energy comes from
 the GPUs' cumulative energy (``GpuSnapshot.energy_mj``: NVML's total-energy counter, else power
 integrated at 10 Hz, or the simulated counter), summed over the selected GPUs and made reset-safe
@@ -28,7 +28,7 @@ Collect = Callable[[], GpuFleet]
 
 def default_collect() -> Collect | None:
     try:
-        from console.telemetry.nvml import NvmlSource
+        from console.telemetry.gpu.nvml import NvmlSource
     except ImportError:  # pragma: no cover - the telemetry layer is part of the package
         return None
     return NvmlSource(xid_events=False).collect
@@ -152,7 +152,7 @@ class SimulatedGpuCollect:
     engine's own scraped load (running, KV usage, generation rate) during the level."""
 
     def __init__(self, engine_name: str, profile: str, url: str) -> None:
-        from console.telemetry.simgpu import SimulatedGpus
+        from console.telemetry.gpu.simgpu import SimulatedGpus
 
         self._gpus = SimulatedGpus(gpu_count=1)
         self._name, self._profile, self._url = engine_name, profile, url

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
+from console import gc_control
 from console.client.arrivals import Arrival, schedule
 from console.client.gpu import GpuSampler, SimulatedGpuCollect
 from console.client.progress import LevelProgress, ProgressFn
@@ -268,10 +268,7 @@ async def run_level(
             if gpu is not None:
                 await gpu.sample()
 
-    gc_was = gc.isenabled()
-    gc.collect()
-    gc.freeze()
-    gc.disable()  # no collector pauses inside a level
+    gc_control.measuring_begin()  # no collector pauses inside a level
     cpu0 = time.process_time()
     t_start = _perf_ns()
     lag.start()
@@ -333,9 +330,7 @@ async def run_level(
         if gpu is not None:  # and at the end, so the window reaches the last send (a hung driver: skipped)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(gpu.sample(), 2.0)
-        if gc_was:
-            gc.enable()
-        gc.unfreeze()
+        gc_control.measuring_end()
         client.close()
     after = await scraper.scrape() if scraper else None
     if scraper:

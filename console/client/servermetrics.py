@@ -1,6 +1,6 @@
 """The engine's own view of a benchmark level: ``/metrics`` scraped before, during and after.
 
-Parsing and name mapping are the telemetry layer's (``console.telemetry.normalize``); this module
+Parsing and name mapping are the telemetry layer's (``console.telemetry.metrics.normalize``); this module
 only differences two readings (counters and histogram buckets, summed over models and series) and
 keeps the peaks of gauges sampled during the level (KV usage, running, waiting).
 
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.profiles import EngineProfile
-from console.telemetry.bodies import BodyError, decode_body
-from console.telemetry.normalize import normalize
-from console.telemetry.readings import HistogramSeries, Reading
-from console.telemetry.scrape import MAX_METRICS_BYTES
-from console.telemetry.windows import histogram_quantile
+from console.telemetry.engine.scrape import MAX_METRICS_BYTES
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.readings import HistogramSeries, Reading
+from console.telemetry.metrics.windows import histogram_quantile
+from console.transport.bodies import BodyError, decode_body
 from console.transport.http import HTTPClient, HTTPError
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import signal
 import subprocess
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console import gcpause
+from console import gc_control
 from console.commands._args import add_console_flags, command_help
 from console.errors import UserError
 from console.sim.fleet_spec import FLEET_ENGINES, fleet_members
@@ -229,8 +228,7 @@ def run_demo(args: argparse.Namespace) -> int:
         # The console leaves many small objects (history, snapshots); the collection the interpreter
         # runs at exit took 1.8 s of the shell's wait here. They die with the process anyway. A
         # counted pause, never resumed: a digest still finishing cannot turn collection back on.
-        gcpause.pause()
-        gc.freeze()
+        gc_control.off_until_exit()
     return 0
 
 

@@ -60,8 +60,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.errors import UserError
     from console.profiles import get_profile
-    from console.telemetry.normalize import normalize
-    from console.telemetry.recognize import DRAINED, foreign_hint, is_drained
+    from console.telemetry.metrics.normalize import normalize
+    from console.telemetry.metrics.recognize import DRAINED, foreign_hint, is_drained
 
     source: str = args.source
     profile_name: str | None = args.engine
@@ -147,7 +147,7 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
     import httpx
 
     from console.errors import UserError
-    from console.telemetry.bodies import ACCEPT_ENCODING
+    from console.transport.bodies import ACCEPT_ENCODING
 
     parts = urlsplit(url)
     if parts.path in ("", "/"):
@@ -199,7 +199,7 @@ def _origin(url: str) -> tuple[str, str]:
 
 def _bounded(resp: Any, url: str) -> bytes:
     from console.errors import UserError
-    from console.telemetry.bodies import BodyError, BoundedBody
+    from console.transport.bodies import BodyError, BoundedBody
 
     try:
         body = BoundedBody(resp.headers.get("content-encoding", ""), MAX_BYTES)
@@ -231,8 +231,8 @@ def _num(x: float | None) -> float | None:
 
 def _report(profile: Any, reading: Any, source: str) -> dict[str, Any]:
     from console.profiles import CANONICAL, COUNTERS, HISTOGRAMS
-    from console.telemetry.readings import ModelReading
-    from console.telemetry.windows import merge_histograms, quantiles_from_buckets
+    from console.telemetry.metrics.readings import ModelReading
+    from console.telemetry.metrics.windows import merge_histograms, quantiles_from_buckets
 
     spec_map = profile.metrics.map
     models = list(reading.models.values()) or [ModelReading(model="")]

@@ -127,7 +127,7 @@ def wait_until_collected(hub: Any, deadline: float) -> None:
     """Wait until every engine has been probed once (its health has a verdict) and the host is in."""
     while time.monotonic() < deadline:
         snap = hub.latest()
-        if snap.host is not None and all(e.health_freshness.reason != "not collected yet" for e in snap.engines):
+        if snap.host is not None and not any(e.health_freshness.pending for e in snap.engines):
             return
         time.sleep(0.05)
 

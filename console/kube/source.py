@@ -23,14 +23,25 @@ from dataclasses import dataclass, replace
 from console.kube.api import KubeClient, KubeError, proxy_path
 from console.kube.labels import STACK_SELECTORS, PodInfo, pod_info
 from console.kube.logs import kubectl_logs
-from console.model import Alert, EngineIdentity, EngineSnapshot, FleetSnapshot, Freshness, GpuFleet, HostView, Phase
+from console.model import (
+    Alert,
+    EngineIdentity,
+    EngineSnapshot,
+    FleetSnapshot,
+    Freshness,
+    GpuFleet,
+    HostView,
+    Phase,
+    aged,
+    late_after,
+)
 from console.model import SourceState as S
 from console.profiles import EngineProfile
 from console.prometheus.federate import profile_for
 from console.sources import KubeTarget, PolledSource
-from console.telemetry.normalize import normalize
-from console.telemetry.promtext import parse
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.promtext import parse
+from console.telemetry.metrics.windows import EngineMetricsState
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -102,11 +113,9 @@ class KubeSource(PolledSource):
         with self._lock:
             engines = [p.snap for p in self._pods.values()]
             reason, since, last = self._reason, self._stale_since, self._last_ok
-        limit = 2 * self.target.period + self.target.timeout + SLACK_S
-        if last is not None and not reason and now - last > limit:
-            reason, since = f"no answer from the API server for {now - last:.0f} s", last + limit
         fresh = Freshness(S.STALE, updated_at=last, stale_since=since, reason=reason) if reason else \
-            Freshness(S.OK, updated_at=last)
+            aged(Freshness(S.OK, updated_at=last), now, late_after(self.target.period, self.target.timeout + SLACK_S),
+                 f"no answer from the API server for {now - last:.0f} s" if last is not None else "")
         view = HostView(name=self.target.name, destination=self.target.display, freshness=fresh, last_doc_at=last,
                         gpus=GpuFleet(source="none"), engines=len(engines), kind="kubernetes")
         snap = FleetSnapshot(taken_at=now, engines=tuple(sorted(engines, key=lambda e: e.name)),

@@ -1,6 +1,6 @@
 """Has a stopped engine released its GPUs? Asks NVML which processes hold GPU memory.
 
-Uses the telemetry layer's ``NvmlPoller`` (console.telemetry.nvml): NVML runs in its own thread
+Uses the telemetry layer's ``NvmlPoller`` (console.telemetry.gpu.nvml): NVML runs in its own thread
 with a deadline, so a hung driver cannot freeze a stop. When NVML cannot answer here (no
 driver, no library, timed out) the caller gets the reason and says so in the instance state,
 instead of pretending the memory was freed.
@@ -26,7 +26,7 @@ def _get_poller() -> Any:
     global _poller
     with _lock:
         if _poller is None:
-            from console.telemetry.nvml import NvmlPoller
+            from console.telemetry.gpu.nvml import NvmlPoller
 
             _poller = NvmlPoller()
         return _poller

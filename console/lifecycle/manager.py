@@ -407,8 +407,9 @@ class LifecycleManager:
             )
         self._publish(slot)
         self._audit(action, slot, "ok", f"{handle.ident} on {spec.address}: {spec.display()}")
+        started = self.status(inst.name)  # as launched: the watcher's first probe may change it at once
         self._watch.supervise(slot)
-        return self.status(inst.name)
+        return started
 
     # ----------------------------------------------------------------- stop
     def _do_stop(self, slot: Slot, timeout: float | None, *, reason: str, audit_action: str) -> InstanceState:

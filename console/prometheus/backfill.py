@@ -2,7 +2,7 @@
 
 One query per series for every engine of a profile at once (``by (ID)``, ID the identity label), so
 8 engines cost as many queries as one. The expressions follow the console's own windows
-(``console.telemetry.windows``): gauges combined with the mapping's aggregate, token and request
+(``console.telemetry.metrics.windows``): gauges combined with the mapping's aggregate, token and request
 rates over 5 s (60 s for counters an engine bumps only when a request finishes), the prefix hit
 rate as Δhits / Δqueries over 60 s, latency quantiles by ``histogram_quantile`` over 60 s of bucket
 rates. Windows shorter than 2.5 scrape intervals are widened to that (a rate needs two samples).
@@ -22,12 +22,14 @@ from console.profiles import EngineProfile, MetricMapping
 from console.prometheus.api import Matrix
 from console.prometheus.federate import present_name
 from console.sources import Matcher, matchers_text
-from console.telemetry.windows import QUANTILE_WINDOW, histogram_quantile
+from console.telemetry.metrics.windows import QUANTILE_WINDOW, histogram_quantile
+from console.telemetry.source import ENGINE_SCHEMA
 
-GAUGES = (("running", "running"), ("waiting", "waiting"), ("kv_usage", "kv_usage"))
-RATES = (("generation_tps", "generation_tokens"), ("prompt_tps", "prompt_tokens"),
-         ("request_rate", "requests_finished"), ("error_rate", "requests_failed"))
-QUANTILES = (("ttft", "ttft"), ("itl", "itl"), ("e2e", "e2e"))
+# The history schema's series (telemetry.source.ENGINE_SCHEMA) by how each is computed here.
+_FILLED = [s for s in ENGINE_SCHEMA if s.backfilled]
+GAUGES = tuple((s.key, s.canonical) for s in _FILLED if s.how == "gauge")
+RATES = tuple((s.key, s.canonical) for s in _FILLED if s.how == "rate")
+QUANTILES = tuple(dict.fromkeys((s.key.rpartition("_")[0], s.canonical) for s in _FILLED if s.how == "quantile"))
 _AGG = {"sum": "sum", "max": "max", "mean": "avg"}
 
 

@@ -4,7 +4,7 @@ Prometheus federates in text format 0.0.4 with every series' labels plus the tar
 ``job``, a pod's), a millisecond timestamp on each sample, and one ``# TYPE x untyped`` line per
 *sample* name (2.42: ``x_bucket``, ``x_sum``, ``x_count`` and ``x_created`` each get their own, and
 no ``# HELP``). So the comment lines are dropped (an ``x_bucket`` with ``le`` is then grouped into a
-histogram ``x`` as for any payload without TYPE lines, ``console.telemetry.promtext``), and each
+histogram ``x`` as for any payload without TYPE lines, ``console.telemetry.metrics.promtext``), and each
 sample goes to the engine its first identity label (``pod``, else ``instance``) names, without the
 identity, role and target labels: what is left reads as that engine's own ``/metrics`` through the
 same normaliser. ``up`` series say whether Prometheus' last scrape of each target worked.
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from console.profiles import EngineProfile
 from console.sources import ADDED_LABELS, role_of
-from console.telemetry.promtext import parse_labels
+from console.telemetry.metrics.promtext import parse_labels
 
-# Metric-name prefixes -> profile (as console/telemetry/recognize.py names them); the escaped
+# Metric-name prefixes -> profile (as console/telemetry/metrics/recognize.py names them); the escaped
 # forms (``vllm_``) are what a server storing UTF-8-escaped names holds.
 PROFILE_PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("llamacpp:", "llamacpp"), ("tgi_", "tgi"),
                     ("trtllm_", "trtllm"), ("vllm_", "vllm"), ("sglang_", "sglang"), ("llamacpp_", "llamacpp"))

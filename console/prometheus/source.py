@@ -33,15 +33,17 @@ from console.model import (
     HostView,
     Phase,
     SourceState,
+    aged,
+    late_after,
 )
 from console.profiles import EngineProfile
 from console.prometheus.api import PromClient, PromError, TargetInfo, step_for
 from console.prometheus.backfill import Query, Split, bucket_quantiles, grid, group_by_profile, queries_for
 from console.prometheus.federate import EngineText, profile_for, split_federate
 from console.sources import PolledSource, PromTarget, matchers_text
-from console.telemetry.history import CHART_POINTS, History
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.history import CHART_POINTS, History
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
@@ -128,11 +130,10 @@ class PromSource(PolledSource):
         with self._lock:
             engines = [e.snap for e in self._engines.values()]
             reason, since, last = self._reason, self._stale_since, self._last_ok
-        limit = 2 * self.target.period + self.target.timeout + SLACK_S
-        if last is not None and not reason and now - last > limit:
-            reason, since = f"no answer from /federate for {now - last:.0f} s", last + limit
         fresh = (Freshness(SourceState.STALE, updated_at=last, stale_since=since, reason=reason) if reason
-                 else Freshness(SourceState.OK, updated_at=last))
+                 else aged(Freshness(SourceState.OK, updated_at=last), now,
+                           late_after(self.target.period, self.target.timeout + SLACK_S),
+                           f"no answer from /federate for {now - last:.0f} s" if last is not None else ""))
         engines = [self._aged(e, now) for e in engines]
         view = HostView(name=self.target.name, destination=self.target.display, freshness=fresh, last_doc_at=last,
                         gpus=GpuFleet(source="none"), engines=len(engines), kind="prometheus")
@@ -143,11 +144,13 @@ class PromSource(PolledSource):
     def _aged(self, e: EngineSnapshot, now: float) -> EngineSnapshot:
         """An engine whose newest Prometheus sample is too old is stale, whatever the server says."""
         f = e.metrics_freshness
-        limit = 2 * self.interval_s + self.target.period + SLACK_S
-        if f.stale or f.updated_at is None or now - f.updated_at <= limit:
+        if f.updated_at is None:
             return e
         why = f"Prometheus has no sample newer than {now - f.updated_at:.0f} s (scraped every {self.interval_s:g} s)"
-        stale = Freshness(SourceState.STALE, updated_at=f.updated_at, stale_since=f.updated_at + limit, reason=why)
+        # Its own period is Prometheus's scrape interval; reading /federate adds ours as slack.
+        stale = aged(f, now, late_after(self.interval_s, self.target.period + SLACK_S), why)
+        if stale is f:
+            return e
         return replace(e, metrics_freshness=stale, phase=Phase.DEGRADED if e.reachable else e.phase,
                         health_detail=why)
 

@@ -1,5 +1,5 @@
 """The history rows of one status document: what ``telemetry.hub.record`` appends for the snapshot the
-document was made from, read straight from the document.
+document was made from, read straight from the document (both follow ``telemetry.source.ENGINE_SCHEMA``).
 
 A replay rebuilds ten minutes of chart history on every seek; going through a ``FleetSnapshot`` for
 each of 600 documents costs seconds, reading the few numbers the charts keep costs milliseconds.
@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from console.model import NOT_LIVE
-from console.telemetry.source import ENGINE_SERIES
+from console.telemetry.source import ENGINE_SCHEMA, ENGINE_SERIES
 
 Row = tuple[tuple[str, str], float, float | None]
 _DECIMALS = re.compile(rb"\.(\d*[1-9])")  # a float's decimals (".0" is none)
@@ -56,6 +56,15 @@ def add_point(series: Points, key: tuple[str, str], t: float, v: float | None) -
     got[1].append(math.nan if v is None else v)
 
 
+def _at(summary: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in an engine's summary; None where a part is absent (a recording made
+    before that series was kept: queue time)."""
+    value: Any = summary
+    for part in path:
+        value = value.get(part) if value is not None else None
+    return value
+
+
 def doc_rows(doc: Mapping[str, Any]) -> list[Row]:
     t = float(doc["taken_at"])
     out: list[Row] = []
@@ -68,20 +77,8 @@ def doc_rows(doc: Mapping[str, Any]) -> list[Row]:
             for key in ENGINE_SERIES:
                 add(((name, key), t, None))
             continue
-        add(((name, "running"), t, _f(m["running"])))
-        add(((name, "waiting"), t, _f(m["waiting"])))
-        add(((name, "kv_usage"), t, _f(m["kv_usage"])))
-        add(((name, "prefix_hit_rate"), t, _f(m["prefix_hit_rate"])))
-        add(((name, "generation_tps"), t, _f(m["generation_tokens_per_s"]["now"])))
-        add(((name, "prompt_tps"), t, _f(m["prompt_tokens_per_s"]["now"])))
-        add(((name, "request_rate"), t, _f(m["requests_per_s"]["5s"])))
-        add(((name, "error_rate"), t, _f(m["errors_per_s"]["5s"])))
-        for key, q in (("ttft", m["ttft_s"]), ("itl", m["itl_s"]), ("e2e", m["e2e_s"])):
-            add(((name, f"{key}_p50"), t, _f(q["p50"])))
-            add(((name, f"{key}_p99"), t, _f(q["p99"])))
-        queue = m.get("queue_time_s")  # absent from recordings made before it was kept
-        add(((name, "queue_p50"), t, _f(queue["p50"]) if queue else None))
-        add(((name, "queue_p99"), t, _f(queue["p99"]) if queue else None))
+        for series in ENGINE_SCHEMA:
+            add(((name, series.key), t, _f(_at(m, series.doc))))
     for g in doc["gpus"]["devices"]:
         key = f"gpu:{g['index']}"
         add(((key, "util"), t, _f(g["util_percent"])))

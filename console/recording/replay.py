@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import gc
 import itertools
 import queue
 import statistics
@@ -26,14 +25,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from console import gcpause
+from console import gc_control
 from console.listeners import add_listener
 from console.model import FleetSnapshot
 from console.recording.history_rows import Points, Row, add_point, rows_of
 from console.recording.reader import Recording
 from console.recording.writer import RecordingError
 from console.status_parse import DocumentError, snapshot_from_doc
-from console.telemetry.history import CHART_POINTS, WIDEST_WINDOW_S, History
+from console.telemetry.metrics.history import CHART_POINTS, WIDEST_WINDOW_S, History
 from console.telemetry.source import Listener
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -214,7 +213,7 @@ class ReplaySource:
         history = History(capacity=self._capacity)
         series: Points = {}
         from_docs = False
-        with gcpause.paused():  # thousands of small objects at once: one collection, at the end
+        with gc_control.paused():  # thousands of small objects at once: one collection, at the end
             for i in range(max(0, rec.frame_index(lo)), pos[0] + 1):
                 end = pos[1] + 1 if i == pos[0] else None
                 rf = None if i in self._row_cache else rec.frame_rows(i)
@@ -232,12 +231,12 @@ class ReplaySource:
         if from_docs:
             # Documents decoded, rows kept for stepping: their young objects are walked now, in the
             # rebuild's own time, not by whatever allocates next (the next seek's snapshot).
-            gc.collect(1)
+            gc_control.collect_young()
         del series
         if points is None:
             # An hour's rebuild freed its decoded frames and point buffers: without handing them back,
             # the console stayed 5.5 MB larger (benchmarks/console_figures.py --hour, docs/performance.md).
-            gcpause.trim_heap()
+            gc_control.trim_heap()
         return history
 
     def _seek(self, t: float) -> tuple[Pos, FleetSnapshot]:

@@ -27,8 +27,8 @@ from console.remote.merge import merge, qualified
 from console.remote.stream import HostStream
 from console.remote.tunnel import Tunnels, forwarded_url
 from console.secrets import Scrubber
-from console.telemetry.history import CHART_POINTS, History
 from console.telemetry.hub import Hub, record
+from console.telemetry.metrics.history import CHART_POINTS, History
 from console.telemetry.source import Listener, PayloadListener
 
 if TYPE_CHECKING:

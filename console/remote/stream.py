@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import IO
 
 from console.hosts import DEFAULT_COMMAND, INSTALL_HINT, RUNNERS, HostTarget
-from console.model import Alert, FleetSnapshot, Freshness, GpuFleet, HostView, SourceState
+from console.model import Alert, FleetSnapshot, Freshness, GpuFleet, HostView, SourceState, late_after
 from console.secrets import Scrubber
 from console.status_parse import DocumentError, alerts_from, snapshot_from_doc
 
@@ -117,14 +117,16 @@ class HostStream:
         with self._lock:
             snap, alerts, last, last_at = self._snap, self._alerts, self._last_line, self._last_doc_at
             running, reason, since = self._running, self._reason, self._stale_since
-        limit = 2 * self.target.period + SLACK_S
+        # The staleness rule (model.late_after), aged on this process's monotonic clock: the
+        # document's own time is the remote host's, whose clock may differ from ours.
+        limit = late_after(self.target.period, SLACK_S)
         if running and last is not None and mono - last <= limit:
             fresh = Freshness(SourceState.OK, updated_at=last_at)
         else:
             if running and last is not None:
                 silent = mono - last
                 reason = f"no status document for {silent:.0f} s (expected every {self.target.period:g} s)"
-                since = now - (silent - limit)
+                since = now - silent  # stale since the last good document, as every source counts it
             fresh = Freshness(SourceState.STALE, updated_at=last_at, stale_since=since, reason=reason)
         view = HostView(name=self.target.name, destination=self.target.display, freshness=fresh,
                         last_doc_at=last_at, host=snap.host if snap else None,

@@ -1,12 +1,11 @@
-"""Telemetry: parsing engine metrics, normalising them to canonical metrics, windows over time.
+"""Telemetry: collecting engine metrics, GPUs and the host, and publishing fleet snapshots.
 
-Modules: ``promtext`` (Prometheus text parser), ``trtjson`` (trtllm-serve JSON iteration stats),
-``normalize`` (raw series -> canonical per-model values via an engine profile), ``windows``
-(rates, windowed histogram quantiles, counter resets), ``scrape`` and ``bodies`` (HTTP probes of one
-engine), ``recognize`` (what an unexpected payload is), ``nvml``, ``simgpu``, ``host`` and
-``attribution`` (GPUs, host CPU/memory, which engine owns a GPU process), ``deadline`` (blocking calls
-with a deadline), ``history``, ``hub`` (schedules the collectors, publishes fleet snapshots) and
-``source`` (the contract with its readers). May import: the core (config, profiles, model, secrets)
-and ``console.transport`` (the HTTP client ``scrape`` fetches with);
-never ``console.lifecycle``, ``console.client``, Textual or ``console.ui``.
+Subpackages, from the wire up: ``engine`` (one engine's HTTP probes and its collection loop),
+``metrics`` (parse a payload, normalise it to canonical metrics, windows over time, chart history),
+``gpu`` (NVML, simulated GPUs, energy, which engine owns a GPU process) and ``host`` (host CPU and
+memory, blocking calls with a deadline). At the top: ``hub`` (schedules the collectors and
+assembles fleet snapshots), ``fanout`` (hands each snapshot and payload to its readers, keeps the
+history) and ``source`` (the contract with its readers, the history schema). May import: the core (config,
+profiles, model, secrets) and ``console.transport`` (the HTTP client and body decoding the probes
+use); never ``console.lifecycle``, ``console.client``, Textual or ``console.ui``.
 """

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from console.config import EngineInstance
-from console.listeners import add_listener
 from console.model import (
+    NOT_COLLECTED,
     Alert,
     EngineSnapshot,
     FleetSnapshot,
@@ -33,11 +33,23 @@ from console.model import (
     Phase,
     SourceState,
 )
-from console.telemetry.collector import EngineCollector, innermost, mark_late, mark_unanswered, went_stale
-from console.telemetry.energy import EnergyMeter
-from console.telemetry.history import CHART_POINTS, History
-from console.telemetry.input_gate import GATE
-from console.telemetry.source import ENGINE_SERIES, Listener, PayloadListener
+from console.telemetry.engine.collector import (
+    NO_FOREGROUND,
+    EngineCollector,
+    Foreground,
+    innermost,
+    mark_late,
+    mark_unanswered,
+    went_stale,
+)
+from console.telemetry.fanout import FanOut
+from console.telemetry.gpu.energy import EnergyMeter
+from console.telemetry.metrics.history import CHART_POINTS, History
+from console.telemetry.source import ENGINE_SCHEMA, ENGINE_SERIES, Listener, PayloadListener
+
+if TYPE_CHECKING:  # imported where used: the GPU side loads only with its source
+    from console.telemetry.gpu.nvml import NvmlPoller
+    from console.telemetry.gpu.simgpu import SimulatedGpus
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
 
@@ -61,6 +73,7 @@ class Hub:
         pids_of: Callable[[str], tuple[int, ...]] | None = None,
         lifecycle_phase: Callable[[str], LifecycleView | tuple[Phase, str] | None] | None = None,
         alerts: Callable[[FleetSnapshot], tuple[Alert, ...]] | None = None,
+        foreground: Foreground = NO_FOREGROUND,
     ) -> None:
         """``pids_of(name)``: the current process ids of an engine the lifecycle layer runs (they
         change on restart); without it an instance's own ``pids`` are used.
@@ -68,8 +81,10 @@ class Hub:
         one-line detail); it wins over HTTP probing while the engine is starting, loading, stopping
         or has exited, where a refused connection alone cannot tell those apart.
         ``alerts(snapshot)``: the alert states for a snapshot about to be published (an
-        ``AlertEvaluator`` from console.alerts); evaluated here, off the UI's loop."""
-        self.history = History(capacity=history_capacity)
+        ``AlertEvaluator`` from console.alerts); evaluated here, off the UI's loop.
+        ``foreground``: what collection steps aside for (the UI passes its input gate): no payload's
+        CPU work starts and no snapshot goes out while it asks to wait."""
+        self._foreground = foreground
         self._instances = list(instances)
         self._refresh = refresh
         self._paused = False
@@ -80,8 +95,6 @@ class Hub:
         self._lifecycle_phase = lifecycle_phase
         self._lifecycle_seen: dict[str, Phase] = {}
         self._alerts = alerts
-        self._listeners: list[Listener] = []
-        self._payload_listeners: list[PayloadListener] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -102,14 +115,14 @@ class Hub:
                 managed=inst.managed,
                 gpus=self._gpu_assignment.get(inst.name, inst.gpus),
                 pids=inst.pids,
-                metrics_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
-                health_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+                metrics_freshness=NOT_COLLECTED,
+                health_freshness=NOT_COLLECTED,
             )
             for inst in self._instances
         }
         self._gpus = GpuFleet(
             source="simulated" if gpu_source == "simulated" else "nvml",
-            freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+            freshness=NOT_COLLECTED,
         )
         if gpu_source == "none":
             self._gpus = GpuFleet(
@@ -118,9 +131,19 @@ class Hub:
                 freshness=Freshness(SourceState.UNAVAILABLE, reason="GPU monitoring disabled"),
             )
         self._host: HostSnapshot | None = None
-        self._latest = FleetSnapshot(taken_at=now, engines=tuple(self._engines.values()), gpus=self._gpus)
-        self._published = threading.Event()
+        # Handing out snapshots and payloads is the fan-out's job (fanout.py).
+        self._fanout = FanOut(FleetSnapshot(taken_at=now, engines=tuple(self._engines.values()), gpus=self._gpus),
+                              History(capacity=history_capacity), record)
+        self.history = self._fanout.history
         self._energy = EnergyMeter()
+        self._detail: str | None = None  # the engine whose every raw series is collected (set_detail)
+        # Set once every engine has answered (or failed) once, and once the GPUs have: the first
+        # snapshot waits for them. Made afresh by each run of the loop (``_main``).
+        self._first_round = asyncio.Event()
+        self._gpu_first = asyncio.Event()
+        self._proc_stats: dict[str, tuple[float | None, int | None]] = {}  # engine -> (CPU %, RSS)
+        self._nvml_poller: NvmlPoller | None = None
+        self._simgpu: SimulatedGpus | None = None
 
     # -- FleetSource -------------------------------------------------------------------------
 
@@ -144,8 +167,7 @@ class Hub:
             self._poke()
 
     def latest(self) -> FleetSnapshot:
-        with self._lock:
-            return self._latest
+        return self._fanout.latest()
 
     def set_detail(self, name: str | None) -> None:
         """Collect every raw series of engine ``name`` (for a metrics browser); None for none."""
@@ -154,21 +176,12 @@ class Hub:
             c.want_raw = n == name
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        return add_listener(self._listeners, self._lock, listener)
+        return self._fanout.subscribe(listener)
 
     def subscribe_payloads(self, listener: PayloadListener) -> Callable[[], None]:
         """Call ``listener(engine, body, at)`` with each metrics payload read, in the hub's thread
         (it must return at once: a recorder queues what it keeps); returns an unsubscribe function."""
-        return add_listener(self._payload_listeners, self._lock, listener)
-
-    def _payload(self, name: str, body: bytes, at: float) -> None:
-        with self._lock:
-            listeners = list(self._payload_listeners)
-        for fn in listeners:
-            try:
-                fn(name, body, at)
-            except Exception:  # a reader's failure must not stop collection
-                log.exception("payload listener")
+        return self._fanout.subscribe_payloads(listener)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -189,7 +202,7 @@ class Hub:
 
     def wait_published(self, timeout: float) -> bool:
         """Block until at least one snapshot has been published (headless commands)."""
-        return self._published.wait(timeout)
+        return self._fanout.wait_published(timeout)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -241,9 +254,9 @@ class Hub:
         try:
             for inst in self._instances:
                 period = inst.config.scrape_period or self._refresh
-                c = EngineCollector(inst, period=period, executor=digesters, tls=tls)
-                c.want_raw = inst.name == getattr(self, "_detail", None)
-                c.on_payload = self._payload
+                c = EngineCollector(inst, period=period, executor=digesters, tls=tls, foreground=self._foreground)
+                c.want_raw = inst.name == self._detail
+                c.on_payload = self._fanout.payload
                 c.wake = self._new_wake()
                 self._collectors[inst.name] = c
             self._first_round = asyncio.Event()
@@ -306,7 +319,7 @@ class Hub:
             await self._nap(c.wake, max(0.05, c.period - elapsed))
 
     async def _host_loop(self) -> None:
-        from console.telemetry.host import HostSource
+        from console.telemetry.host.usage import HostSource
 
         source = HostSource()
         wake = self._new_wake()
@@ -337,7 +350,7 @@ class Hub:
         return host
 
     async def _nvml_loop(self) -> None:
-        from console.telemetry.nvml import NvmlPoller
+        from console.telemetry.gpu.nvml import NvmlPoller
 
         poller = NvmlPoller()
         self._nvml_poller = poller
@@ -355,7 +368,7 @@ class Hub:
                 await self._nap(wake, self._refresh)
 
     def _attribute(self, fleet: GpuFleet) -> GpuFleet:
-        from console.telemetry.attribution import attribute_fleet
+        from console.telemetry.gpu.attribution import attribute_fleet
 
         with self._lock:
             engines = dict(self._engines)
@@ -364,9 +377,9 @@ class Hub:
         return attribute_fleet(fleet, engines)
 
     def _simulated_gpus(self, engines: Sequence[EngineSnapshot]) -> GpuFleet:
-        from console.telemetry.simgpu import SimulatedGpus
+        from console.telemetry.gpu.simgpu import SimulatedGpus
 
-        sim = getattr(self, "_simgpu", None)
+        sim = self._simgpu
         if sim is None:
             sim = self._simgpu = SimulatedGpus(self._sim_gpu_count, self._gpu_assignment)
         return sim.step(time.time(), engines)
@@ -380,7 +393,7 @@ class Hub:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._gpu_first.wait(), timeout=0.5)
         while True:
-            await GATE.opened()  # a snapshot mid-key would repaint the screen the key is changing
+            await self._foreground.opened()  # a snapshot mid-key would repaint the screen the key is changing
             if not self._paused:
                 self._publish()
             await self._sleep(self._refresh)
@@ -430,31 +443,25 @@ class Hub:
         engines = self._with_gpus_and_process_stats(engines)
         with self._lock:
             snap = FleetSnapshot(taken_at=now, engines=engines, gpus=self._gpus, host=self._host)
-        snap = self._energy.update(snap)  # energy per GPU and engine (console/telemetry/energy.py)
+        snap = self._energy.update(snap)  # energy per GPU and engine (console/telemetry/gpu/energy.py)
         if self._alerts is not None:
             try:
                 snap = replace(snap, alerts=self._alerts(snap))
             except Exception:  # a failing rule must not stop publishing
                 log.exception("alert evaluation failed")
-        with self._lock:
-            self._latest = snap
-            listeners = list(self._listeners)
-        self._record(snap)
-        self._published.set()
-        for fn in listeners:
-            fn(snap)
+        self._fanout.publish(snap)
 
     def _with_gpus_and_process_stats(self, engines: tuple[EngineSnapshot, ...]) -> tuple[EngineSnapshot, ...]:
         """Engines learn which GPUs they hold from the GPU side (attributed processes, or the
         simulated placement) unless the configuration pinned them, and their processes' CPU/RSS."""
-        from console.telemetry.attribution import engine_gpus
+        from console.telemetry.gpu.attribution import engine_gpus
 
         held = engine_gpus(self._gpus)
-        sim = getattr(self, "_simgpu", None)
+        sim = self._simgpu
         if sim is not None:
             for name, placement in sim.placements.items():
                 held.setdefault(name, tuple(placement.gpus))
-        procs = getattr(self, "_proc_stats", {})
+        procs = self._proc_stats
         out = []
         for e in engines:
             gpus = self._gpu_assignment.get(e.name) or held.get(e.name, ())
@@ -464,11 +471,8 @@ class Hub:
             out.append(e)
         return tuple(out)
 
-    def _record(self, snap: FleetSnapshot) -> None:
-        record(self.history, snap)
-
     def _close_sources(self) -> None:
-        poller = getattr(self, "_nvml_poller", None)
+        poller = self._nvml_poller
         if poller is not None:
             with contextlib.suppress(Exception):
                 poller.close()
@@ -504,18 +508,8 @@ def record(h: History, snap: FleetSnapshot) -> None:
             for key in ENGINE_SERIES:
                 h.append((e.name, key), t, None)
             continue
-        h.append((e.name, "running"), t, m.running)
-        h.append((e.name, "waiting"), t, m.waiting)
-        h.append((e.name, "kv_usage"), t, m.kv_usage)
-        h.append((e.name, "prefix_hit_rate"), t, m.prefix_hit_rate)
-        # ``now``: 5 s, or 60 s for token counters the engine bumps only when a request finishes.
-        h.append((e.name, "generation_tps"), t, m.generation_tps.now)
-        h.append((e.name, "prompt_tps"), t, m.prompt_tps.now)
-        h.append((e.name, "request_rate"), t, m.request_rate.r5s)
-        h.append((e.name, "error_rate"), t, m.error_rate.r5s)
-        for name, q in (("ttft", m.ttft), ("itl", m.itl), ("e2e", m.e2e), ("queue", m.queue_time)):
-            h.append((e.name, f"{name}_p50"), t, q.p50)
-            h.append((e.name, f"{name}_p99"), t, q.p99)
+        for series in ENGINE_SCHEMA:
+            h.append((e.name, series.key), t, series.read(m))
     for g in snap.gpus.gpus:
         key = f"gpu:{g.index}"
         h.append((key, "util"), t, g.util_percent)

@@ -8,7 +8,7 @@ no task switch and no line iterator per event. Connections are kept alive and re
 (one request at a time per connection); ``TCP_NODELAY`` is set (Nagle's algorithm waiting on the
 server's delayed ACK adds 40-80 ms stalls to small writes otherwise).
 
-The telemetry probes (``console/telemetry/scrape.py``) use it too: a metrics payload costs a fraction
+The telemetry probes (``console/telemetry/engine/scrape.py``) use it too: a metrics payload costs a fraction
 of the CPU to fetch here that it costs through httpx (``benchmarks/scrape_path.py``), and the live
 console then imports no httpx.
 

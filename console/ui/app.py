@@ -29,7 +29,6 @@ from console.config import EngineInstance
 from console.model import FleetSnapshot
 from console.profiles import EngineProfile
 from console.resources import data_dir
-from console.telemetry.input_gate import GATE
 from console.telemetry.source import FleetSource
 from console.ui.actions import Action, ActionRegistry, display_key
 from console.ui.bundle_key import BundleKey
@@ -37,6 +36,7 @@ from console.ui.control import LifecycleControl
 from console.ui.engine_control import EngineControlApp, control_actions
 from console.ui.host import DeckHost, HostApp
 from console.ui.host import UiOptions as UiOptions  # re-exported: callers build the app with it
+from console.ui.input_gate import GATE
 from console.ui.messages import FleetUpdated, LifecycleDone
 from console.ui.palette import ActionsProvider
 from console.ui.screens import ScreenSpec, screen_specs

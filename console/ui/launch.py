@@ -16,13 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
-from console import startup_gc
+from console import gc_control
 from console.config import Config, ConsoleSettings, EngineInstance
 from console.errors import UserError
 from console.hosts import HostTarget
 from console.sources import KubeTarget, PromTarget
 
 if TYPE_CHECKING:
+    from console.telemetry.source import FleetSource
     from console.ui.actions import ActionRegistry
     from console.ui.app import DeckApp
     from console.ui.control import LifecycleControl
@@ -119,6 +120,7 @@ def run_console(
     Kubernetes API servers (``console.kube``) whose engines are shown read-only beside them."""
     from console.alerts.evaluate import evaluator_for
     from console.telemetry.hub import Hub
+    from console.ui.input_gate import GATE
     from console.ui.terminal_guard import TerminalGuard
 
     alerts = evaluator_for(instances)  # a broken rules file: one line, before anything starts
@@ -142,17 +144,19 @@ def run_console(
         guard.add_final(tunnels.close_all)  # no ssh tunnel outlives the console, at its hard exit too
     guard.install()
     try:
-        hub: Any = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
-                       gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
-                       lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts)
+        local = Hub(instances, refresh=settings.refresh, gpu_source=gpu_source or settings.gpu_source,
+                    gpu_assignment=gpu_assignment, pids_of=pids_of or (lifecycle.pids_of if lifecycle else None),
+                    lifecycle_phase=lifecycle.phase_of if lifecycle else None, alerts=alerts, foreground=GATE)
+        hub: FleetSource = local
         profiles = {i.profile.name: i.profile for i in instances}
         if hosts or sources:
             from console.profiles import load_profiles
             from console.remote.fleet import RemoteFleet
 
-            hub = RemoteFleet(hosts, local=hub if instances else None, refresh=settings.refresh, tunnels=tunnels,
-                              sources=sources)
-            guard.add_final(hub.kill_streams)
+            remote = RemoteFleet(hosts, local=local if instances else None, refresh=settings.refresh,
+                                 tunnels=tunnels, sources=sources)
+            guard.add_final(remote.kill_streams)
+            hub = remote
             profiles = {**load_profiles(), **profiles}  # remote engines may be of any profile
         hub.start()
         # Imported after the hub starts: the first scrapes run while the UI (most of the start-up
@@ -267,7 +271,7 @@ def _run_guarded(app: DeckApp, guard: TerminalGuard, *, mouse: bool) -> str | No
     guard.on_begin(lambda reason: TerminalWriter.give_up_all(time.monotonic() + GIVE_UP_OUTPUT))
     guard.on_begin(lambda reason: app.exit_from_thread())
     guard.output_dropped = lambda: TerminalWriter.dropped
-    startup_gc.resume()
+    gc_control.startup_resume()
     try:
         result: str | None = app.run(mouse=mouse)
     finally:

@@ -32,9 +32,9 @@ from console.profiles import load_profiles
 from console.sim.engines import make_flavour
 from console.sim.engines.base import SimOptions
 from console.sim.scheduler import Request
-from console.telemetry.normalize import normalize
-from console.telemetry.simgpu import SimulatedGpus
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.gpu.simgpu import SimulatedGpus
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 
 T0 = 1_800_000_000.0  # virtual wall clock start
 

@@ -38,7 +38,7 @@ def exposed_names(engine: str) -> set[str]:
 
 
 def _sim_series(v: VirtualEngine) -> Iterable[RawSeries]:
-    from console.telemetry.normalize import normalize
+    from console.telemetry.metrics.normalize import normalize
 
     if v.fl.metrics_mount == "custom":
         body = v.fl.render_metrics("").body

@@ -147,8 +147,8 @@ def test_status_json_reads_engine_shaped_registry(flavour: str, gzip_on: bool) -
 @pytest.mark.parametrize("flavour", ["vllm", "sglang"])
 def test_openmetrics_and_text_agree(flavour: str) -> None:
     from console.profiles import load_profiles
-    from console.telemetry.bodies import decode_body
-    from console.telemetry.normalize import normalize
+    from console.telemetry.metrics.normalize import normalize
+    from console.transport.bodies import decode_body
 
     profile = load_profiles()[flavour]
     path = "/metrics/" if flavour == "vllm" else METRICS_PATH[flavour]  # vLLM negotiates on the ASGI mount

@@ -28,7 +28,7 @@ from console.remote.fleet import RemoteFleet
 from console.sim.fleet import Fleet, start_fleet
 from console.sources import KubeTarget
 from console.status_doc import status_json
-from console.telemetry.normalize import normalize
+from console.telemetry.metrics.normalize import normalize
 from tests.kube.apiserver import FakeApiServer, self_signed
 
 FILES = ["production-stack.json", "llm-d.json", "kserve.json", "dynamo.json"]

@@ -15,9 +15,9 @@ from console.prometheus.api import MAX_POINTS, Matrix, _flat_series, _pair_serie
 from console.prometheus.backfill import bucket_quantiles, grid, queries_for
 from console.prometheus.federate import profile_for, split_federate
 from console.sources import PromTarget, display_url, parse_selector
-from console.telemetry.history import History
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import histogram_quantile
+from console.telemetry.metrics.history import History
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import histogram_quantile
 
 # What Prometheus 2.42 federates: a TYPE line per sample name, target labels, ms timestamps.
 FEDERATED = """\

@@ -23,8 +23,8 @@ from console.remote.fleet import RemoteFleet
 from console.sim.fleet import start_fleet
 from console.sources import DEFAULT_SELECTOR, PromTarget
 from console.status_doc import status_doc
-from console.telemetry.history import CHART_POINTS
-from console.telemetry.normalize import normalize
+from console.telemetry.metrics.history import CHART_POINTS
+from console.telemetry.metrics.normalize import normalize
 from tests.prometheus.conftest import PromLab, need_prometheus
 from tests.prometheus.promserver import PromServer
 

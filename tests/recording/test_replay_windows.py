@@ -11,8 +11,8 @@ import pytest
 from console.recording import Recording, RecordingWriter
 from console.recording.replay import ReplaySource
 from console.status_doc import status_doc
-from console.telemetry.history import BUCKET_S, CHART_POINTS, History
 from console.telemetry.hub import record
+from console.telemetry.metrics.history import BUCKET_S, CHART_POINTS, History
 from tests.recording.fleetdocs import T0, snapshot
 
 STEP = 2.0  # seconds between snapshots: the ring's 400 hold 13m20s, the hour needs the summaries

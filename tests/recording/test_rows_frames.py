@@ -14,7 +14,7 @@ from console.recording import Recording, RecordingWriter, frames
 from console.recording.history_rows import Row, RowsFrame, doc_rows, rows_payload
 from console.recording.replay import ReplaySource
 from console.recording.writer import our_segments
-from console.telemetry.history import History
+from console.telemetry.metrics.history import History
 from tests.recording.fleetdocs import T0, docs
 
 Docs = list[tuple[float, dict[str, Any]]]

@@ -264,8 +264,8 @@ def test_history_rows_of_a_document_are_what_the_hub_records_for_its_snapshot() 
     from console.recording.history_rows import doc_rows
     from console.status_doc import status_doc
     from console.status_parse import snapshot_from_doc
-    from console.telemetry.history import History
     from console.telemetry.hub import record
+    from console.telemetry.metrics.history import History
     from tests.recording.fleetdocs import snapshot
 
     # Engine 1 is unreachable for i in 20..24 of every 40: gaps, not values.

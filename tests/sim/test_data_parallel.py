@@ -8,7 +8,7 @@ import asyncio
 import aiohttp
 
 from console.profiles import get_profile
-from console.telemetry.normalize import normalize
+from console.telemetry.metrics.normalize import normalize
 from tests.sim.conftest import chat, parse_metrics, sample_value, sim
 
 

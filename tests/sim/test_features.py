@@ -12,8 +12,8 @@ import pytest
 from console.profiles import get_profile
 from console.sim.engines.features import KV_BYTES_PER_TOKEN, LINK_GB_S, SpecMode, lora_adapters, spec_counts
 from console.status_doc import model_doc
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.sim.conftest import chat, parse_metrics, sample_value, sim
 
 

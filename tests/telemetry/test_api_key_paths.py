@@ -12,7 +12,7 @@ import pytest
 
 from console.cli import main
 from console.config import parse_engine_ref
-from console.telemetry.scrape import EngineProbe
+from console.telemetry.engine.scrape import EngineProbe
 from tests.telemetry import synth
 
 KEY = "sk-route-test-key-0123456789abcdef"

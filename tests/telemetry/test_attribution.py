@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from console.model import EngineSnapshot, GpuFleet, GpuProcess, GpuSnapshot
-from console.telemetry.attribution import (
+from console.telemetry.gpu.attribution import (
     ContainerRef,
     EngineLocator,
     attribute,

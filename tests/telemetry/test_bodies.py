@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from console.config import parse_engine_ref
-from console.telemetry.bodies import BodyError, BodyTooLarge, BoundedBody, decode_body
-from console.telemetry.scrape import MAX_METRICS_BYTES, EngineProbe
+from console.telemetry.engine.scrape import MAX_METRICS_BYTES, EngineProbe
+from console.transport.bodies import BodyError, BodyTooLarge, BoundedBody, decode_body
 
 TEXT = b"".join(b'vllm:num_requests_running{model_name="m",engine="%d"} %d.0\n' % (i, i) for i in range(2000))
 
@@ -115,7 +115,7 @@ async def test_probe_reads_gzip_and_refuses_a_bomb(gzip_server: str) -> None:
 
 
 def test_error_bodies_shown_are_scrubbed() -> None:
-    from console.telemetry.scrape import Fetched
+    from console.telemetry.engine.scrape import Fetched
 
     body = b'{"error": {"message": "bad token hf_abcdefghijklmnopqrstuvwxyz12345678 (Bearer sk-abcdefghijklmnop)"}}'
     shown = Fetched(401, body).reason()

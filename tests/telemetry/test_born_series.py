@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from console.profiles import get_profile
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.telemetry import synth
 
 TRT = {"model_name": "m", "engine_type": "trtllm"}

@@ -18,10 +18,10 @@ from console.model import (
     Phase,
     Rates,
 )
-from console.telemetry.energy import EnergyMeter, gpu_shares
-from console.telemetry.nvml import NvmlSource
-from console.telemetry.power_integrator import PowerIntegrator
-from console.telemetry.simgpu import SimGpuSource, SimPlacement
+from console.telemetry.gpu.energy import EnergyMeter, gpu_shares
+from console.telemetry.gpu.nvml import NvmlSource
+from console.telemetry.gpu.power_integrator import PowerIntegrator
+from console.telemetry.gpu.simgpu import SimGpuSource, SimPlacement
 from tests.telemetry.test_nvml import FakeDevice, FakeNvml
 
 GiB = 1024**3

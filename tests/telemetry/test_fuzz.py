@@ -36,8 +36,8 @@ from console.client.sse import SSEParser
 from console.model import EngineSnapshot, FleetSnapshot, Freshness, GpuFleet, SourceState
 from console.profiles import EngineProfile, get_profile
 from console.status_doc import status_doc
-from console.telemetry.normalize import clear_caches, normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import clear_caches, normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.telemetry import synth
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"

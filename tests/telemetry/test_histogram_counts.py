@@ -15,8 +15,8 @@ from console.cli import main
 from console.model import EngineSnapshot, FleetSnapshot, GpuFleet
 from console.profiles import get_profile
 from console.status_doc import status_doc
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 
 LAB = 'model_name="m",engine="0"'
 

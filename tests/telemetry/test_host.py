@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from console.model import SourceState
-from console.telemetry.host import HostCollector
+from console.telemetry.host.usage import HostCollector
 
 BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
 
@@ -160,7 +160,7 @@ def _sleepers(pid: int) -> set[int]:
 
 
 def test_a_group_counts_its_tree_from_a_process_table_read_every_few_seconds(tmp_path: Path) -> None:
-    from console.telemetry.host import TABLE_MAX_AGE
+    from console.telemetry.host.usage import TABLE_MAX_AGE
 
     clock = [1000.0]
     host = HostCollector(monotonic=lambda: clock[0])

@@ -12,8 +12,8 @@ import aiohttp
 from console.alerts.export import rate
 from console.profiles import get_profile
 from console.sim.faults import Faults
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.sim.conftest import chat, parse_metrics, sample_value, sim
 
 

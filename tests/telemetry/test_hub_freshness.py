@@ -7,7 +7,7 @@ import time
 
 from console.config import parse_engine_ref
 from console.model import EngineSnapshot, Freshness, SourceState
-from console.telemetry.collector import late_after, mark_late
+from console.telemetry.engine.collector import late_after, mark_late
 from console.telemetry.hub import Hub
 from tests.client.simproc import SimProc
 
@@ -66,7 +66,7 @@ def test_refresh_change_wakes_every_engine_loop() -> None:
 
 
 def test_an_unanswered_collection_marks_the_numbers_stale_before_its_timeout() -> None:
-    from console.telemetry.collector import answer_allowance, mark_unanswered
+    from console.telemetry.engine.collector import answer_allowance, mark_unanswered
 
     fresh = _snap(NOW - 0.5)
     assert mark_unanswered(fresh, NOW, None, 1.0) is fresh  # nothing asked

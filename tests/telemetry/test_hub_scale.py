@@ -25,7 +25,7 @@ import pytest
 
 from console.config import EngineInstance, parse_engine_ref
 from console.ports import free_port
-from console.telemetry.host import HostSource
+from console.telemetry.host.usage import HostSource
 from console.telemetry.hub import Hub
 
 DEADLINE = 30.0  # seconds a step may take on a slow, shared host

@@ -202,7 +202,7 @@ def test_a_redirect_to_another_host_is_not_followed(servers: tuple[str, str],
 
 
 def test_an_error_status_is_not_said_twice() -> None:
-    from console.telemetry.scrape import Fetched
+    from console.telemetry.engine.scrape import Fetched
 
     assert Fetched(302, b"302: Found").reason() == "HTTP 302 Found"
     assert Fetched(404, b"404 page not found").reason() == "HTTP 404 page not found"

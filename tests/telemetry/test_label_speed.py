@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from console.telemetry import promtext
+from console.telemetry.metrics import promtext
 
 
 def _labels(n_bytes: int) -> tuple[str, int]:

@@ -11,8 +11,8 @@ import pytest
 from console.model import EngineSnapshot, FleetSnapshot, Freshness, GpuFleet, ModelMetrics, SourceState
 from console.profiles import get_profile
 from console.status_doc import status_doc
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.telemetry import synth
 
 

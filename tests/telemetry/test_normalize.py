@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from console.profiles import EngineProfile, get_profile, parse_profile
 from console.schema import dump
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.telemetry import synth
 
 

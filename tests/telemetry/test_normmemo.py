@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from console.profiles import load_profiles
-from console.telemetry.normalize import normalize
-from console.telemetry.normmemo import NormalizeMemo
-from console.telemetry.promdelta import ScrapeParser
-from console.telemetry.readings import Reading
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.normmemo import NormalizeMemo
+from console.telemetry.metrics.promdelta import ScrapeParser
+from console.telemetry.metrics.readings import Reading
 from tests.telemetry.test_promdelta import TEXTS, _mutate, _value_lines, case_seed
 
 PROFILES = load_profiles()
@@ -34,6 +34,7 @@ def _view(r: Reading) -> object:
 
 def _check(text: str, profile: str, seed: int, steps: int = 40) -> NormalizeMemo:
     rng = random.Random(seed)
+    print(f"differential seed={seed}")  # shown with the failure's captured output, or with -s
     prof = PROFILES[profile]
     parser, memo = ScrapeParser(), NormalizeMemo()
     lines = text.split("\n")
@@ -174,7 +175,7 @@ def _observe(lines: list[str], rng: random.Random) -> None:
 def test_windows_fed_reused_series_give_what_fresh_series_give(profile: str) -> None:
     """The windows take a series object seen before as unchanged (no pass over its buckets): their
     rates, quantiles and resets equal those of windows fed a reading from scratch each time."""
-    from console.telemetry.windows import EngineMetricsState
+    from console.telemetry.metrics.windows import EngineMetricsState
 
     prof = PROFILES[profile]
     text = _sharded_payload(random.Random(1)) if profile == "sglang" else _sim_payload(data_parallel=2)

@@ -20,8 +20,8 @@ import pynvml
 import pytest
 
 from console.model import SourceState
-from console.telemetry.deadline import DeadlineExceeded, DeadlineWorker, WorkerBusy
-from console.telemetry.nvml import NvmlPoller, NvmlSource
+from console.telemetry.gpu.nvml import NvmlPoller, NvmlSource
+from console.telemetry.host.deadline import DeadlineExceeded, DeadlineWorker, WorkerBusy
 
 GiB = 1024**3
 NS = pynvml.NVML_ERROR_NOT_SUPPORTED

@@ -3,7 +3,7 @@ the older getter name as a fallback, and n/a (None) where NVML has neither."""
 
 from __future__ import annotations
 
-from console.telemetry.nvml import NvmlSource, throttle_names
+from console.telemetry.gpu.nvml import NvmlSource, throttle_names
 from tests.telemetry.test_nvml import FakeDevice, FakeNvml
 
 

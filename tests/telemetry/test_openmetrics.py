@@ -12,8 +12,8 @@ from prometheus_client.openmetrics.exposition import generate_latest as om_gener
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from console.profiles import get_profile
-from console.telemetry.normalize import normalize
-from console.telemetry.promtext import parse
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.promtext import parse
 
 HAND_WRITTEN = """\
 # TYPE vllm:request_success counter

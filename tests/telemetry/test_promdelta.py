@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from console.profiles import load_profiles
-from console.telemetry.normalize import wanted_names
-from console.telemetry.promdelta import ScrapeParser
-from console.telemetry.promtext import ParseResult, parse
+from console.telemetry.metrics.normalize import wanted_names
+from console.telemetry.metrics.promdelta import ScrapeParser
+from console.telemetry.metrics.promtext import ParseResult, parse
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "samples"
 TEXTS = sorted(p for p in SAMPLES.glob("*.txt") if not p.read_text().lstrip().startswith(("[", "{")))
@@ -72,6 +72,7 @@ def case_seed(*parts: str) -> int:
 
 def _check_sequence(text: str, wanted: frozenset[str] | None, seed: int, steps: int = 60) -> ScrapeParser:
     rng = random.Random(seed)
+    print(f"differential seed={seed}")  # shown with the failure's captured output, or with -s
     parser = ScrapeParser()
     lines = text.split("\n")
     for step in range(steps):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.telemetry.promtext import ParseResult, Sample, parse, parse_labels
+from console.telemetry.metrics.promtext import ParseResult, Sample, parse, parse_labels
 from tests.telemetry import synth
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from console.profiles import get_profile, load_profiles
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.telemetry import synth
 
 # Over 10 s: 60 stopped, 20 cut at max length, 10 aborted by the client, 10 failed in the engine.

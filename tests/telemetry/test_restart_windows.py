@@ -11,7 +11,7 @@ from console.config import parse_engine_ref
 from console.model import Phase
 from console.sim.engines import DEFAULT_MODELS, SimOptions
 from console.sim.server import SimServer
-from console.telemetry.collector import EngineCollector
+from console.telemetry.engine.collector import EngineCollector
 from tests.sim.conftest import chat
 
 

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from console.config import parse_engine_ref
-from console.telemetry.scrape import EngineProbe
+from console.telemetry.engine.scrape import EngineProbe
 
 TEXT = b'vllm:num_requests_running{model_name="m"} 3.0\n'
 

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from console.model import EngineSnapshot, GpuFleet, ModelMetrics, Phase, Rates
-from console.telemetry.simgpu import (
+from console.telemetry.gpu.simgpu import (
     GiB,
     SimGpuSource,
     SimGpuSpec,

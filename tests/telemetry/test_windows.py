@@ -7,8 +7,8 @@ import math
 import pytest
 
 from console.profiles import EngineProfile, get_profile
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState, histogram_quantile
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState, histogram_quantile
 from tests.telemetry import synth
 
 BOUNDS = (0.1, 0.5, 1.0)

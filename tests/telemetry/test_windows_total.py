@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from console.profiles import get_profile
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import TOTAL_MODEL, EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import TOTAL_MODEL, EngineMetricsState
 from tests.telemetry import synth
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from console.profiles import load_profiles
-from console.telemetry.input_gate import GATE
 from console.ui.app import DeckApp, UiOptions
+from console.ui.input_gate import GATE
 from tests.ui.frozen import FrozenSource, clock
 
 AppFactory = Callable[..., DeckApp]

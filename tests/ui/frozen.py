@@ -31,7 +31,7 @@ from console.model import (
     SourceState,
     SpecDecode,
 )
-from console.telemetry.history import History
+from console.telemetry.metrics.history import History
 from console.telemetry.source import ENGINE_SERIES, GPU_SERIES, HOST_SERIES, Listener
 
 T0 = 1_700_000_000.0  # the fixed "now"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from textual.app import App, ComposeResult
 
-from console.telemetry.history import History
+from console.telemetry.metrics.history import History
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.overview import OverviewScreen
 from console.ui.widgets.plot import FRACTION_PCT, SECONDS, TOKENS_PER_S, Series, draw, nice_scale

@@ -296,7 +296,7 @@ async def test_a_key_press_makes_collection_step_aside(make_app: AppFactory,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    from console.telemetry.input_gate import GATE
+    from console.ui.input_gate import GATE
 
     holds: list[float] = []
     collecting: list[bool] = []

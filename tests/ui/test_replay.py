@@ -15,8 +15,8 @@ from console.profiles import load_profiles
 from console.recording import Recording, RecordingWriter
 from console.recording.replay import ReplaySource
 from console.status_doc import status_doc
-from console.telemetry.history import History
 from console.telemetry.hub import record
+from console.telemetry.metrics.history import History
 from console.ui.app import DeckApp, UiOptions
 from console.ui.screens.base import TopBar
 from console.ui.widgets.line import Line

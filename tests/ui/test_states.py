@@ -10,8 +10,8 @@ from textual.widgets import Static
 
 from console.lifecycle.audit import AuditLog
 from console.model import EngineSnapshot, FleetSnapshot, Freshness, LifecycleView, Phase, SourceState
-from console.telemetry.history import History
 from console.telemetry.hub import record
+from console.telemetry.metrics.history import History
 from console.telemetry.source import ENGINE_SERIES
 from console.ui import format as fmt
 from console.ui.screens.engine import EngineScreen

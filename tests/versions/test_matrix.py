@@ -26,8 +26,8 @@ import pytest
 
 from console.profiles import EngineProfile, load_profiles
 from console.status_doc import model_doc
-from console.telemetry.normalize import normalize
-from console.telemetry.windows import EngineMetricsState
+from console.telemetry.metrics.normalize import normalize
+from console.telemetry.metrics.windows import EngineMetricsState
 from tests.versions.declared import MODEL, TARGETS
 
 SERVER = Path(__file__).with_name("declared.py")

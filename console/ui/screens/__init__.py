@@ -16,7 +16,7 @@ its own actions into the one action registry; adding a screen is one new module 
 Its actions then appear in the footer, help and the palette, and obey ``--read-only``. A screen may
 import Textual, ``console.ui`` (the host protocol, actions, formatting), ``console.ui.widgets``, the
 core, ``console.client`` and ``console.transport`` (the playground's and the bench's requests) and
-``console.telemetry.history`` (the charts' series), and
+``console.telemetry.metrics.history`` (the charts' series), and
 reaches the app only through ``console.ui.host.DeckHost``; no screen imports ``console.ui.app``.
 """
 

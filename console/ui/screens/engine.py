@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane, Ta
 
 from console.config import mask_secrets
 from console.model import EngineSnapshot, FleetSnapshot, RawSeries
-from console.telemetry.history import History
+from console.telemetry.metrics.history import History
 from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.engine_strips import STRIPS

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from rich.text import Text
 from textual.widget import Widget
 
-from console.telemetry.history import CHART_POINTS
+from console.telemetry.metrics.history import CHART_POINTS
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 

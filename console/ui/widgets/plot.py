@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from console.telemetry.history import BUCKET_S, Row
+from console.telemetry.metrics.history import BUCKET_S, Row
 
 # The time windows a chart offers, seconds -> label.
 WINDOWS: tuple[tuple[float, str], ...] = ((60.0, "1m"), (300.0, "5m"), (900.0, "15m"), (3600.0, "1h"))

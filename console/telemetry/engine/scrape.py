@@ -2,7 +2,9 @@
 
 Every request has a timeout and a response-size cap, sends the API key only where the engine's
 profile says the path is guarded, and turns every failure into a short reason string, never an
-exception, so one dead engine cannot disturb the others.
+exception, so one dead engine cannot disturb the others. Why no answer came is a ``Failure``
+kind, never read back from the text. The lifecycle's readiness probe (``console.lifecycle.probe``)
+fetches through ``fetch`` too and reads bodies with ``error_message`` and ``model_ids``.
 """
 
 from __future__ import annotations
@@ -12,28 +14,43 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from console.config import EngineInstance
 from console.model import EngineIdentity, Phase
 from console.secrets import scrub
-from console.telemetry.bodies import ACCEPT_ENCODING, BodyError, BoundedBody, decode_body, release_refused, size_text
+from console.transport.bodies import ACCEPT_ENCODING, BodyError, BoundedBody, decode_body, release_refused, size_text
 from console.transport.http import ClosedEarly, ConnectFailed, HTTPClient, HTTPError, NoAnswer, Response
 
 MAX_METRICS_BYTES = 16 * 1024 * 1024
 MAX_JSON_BYTES = 1024 * 1024
 
 
+class Failure(Enum):
+    """Why an exchange gave no usable body."""
+
+    REFUSED = "refused"  # nothing listens on the port
+    NO_HOST = "no host"  # the name does not resolve
+    TLS = "tls"  # the TLS handshake failed
+    CANNOT_CONNECT = "cannot connect"  # any other reason the connection was not made
+    NO_ANSWER = "no answer"  # the connection, headers or body did not arrive in time
+    CLOSED_EARLY = "closed early"  # the server closed before the response was complete
+    BAD_RESPONSE = "bad response"  # not HTTP, or malformed
+    BODY_REFUSED = "body refused"  # over the size cap, or an encoding that cannot be undone
+
+
 @dataclass(frozen=True, slots=True)
 class Fetched:
     """One HTTP exchange. ``status`` is None when no HTTP response arrived; ``error`` says why no usable
-    body came (no response, or a body refused: over the size cap, undecodable)."""
+    body came (no response, or a body refused: over the size cap, undecodable), ``failure`` its kind."""
 
     status: int | None
     body: bytes = b""
     error: str = ""
     content_type: str = ""
     elapsed: float = 0.0
+    failure: Failure | None = None
 
     @property
     def ok(self) -> bool:
@@ -42,7 +59,7 @@ class Fetched:
     def reason(self) -> str:
         if self.error:
             return self.error
-        detail = _error_message(self.body)
+        detail = error_message(self.body)
         code = str(self.status)
         if detail.startswith(code) and detail[len(code):len(code) + 1] in (":", " ", ""):
             detail = detail[len(code):].lstrip(": ")  # "302: Found" (aiohttp's bodies) says the code again
@@ -56,7 +73,7 @@ class Health:
     reachable: bool
 
 
-def _error_message(body: bytes) -> str:
+def error_message(body: bytes) -> str:
     """The message inside an engine's error body, whatever its shape (nested, flat, plain text),
     with anything secret-shaped masked (an error body can echo a token back)."""
     return scrub(_message(body))
@@ -82,22 +99,22 @@ def _message(body: bytes) -> str:
     return ""
 
 
-def _describe(exc: HTTPError, timeout: float) -> str:
+def _describe(exc: HTTPError, timeout: float) -> tuple[Failure, str]:
     if isinstance(exc, ConnectFailed):
         cause = exc.cause
         if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
+            return Failure.REFUSED, "connection refused"
         if isinstance(cause, socket.gaierror):
-            return "host not found"
+            return Failure.NO_HOST, "host not found"
         if isinstance(cause, ssl.SSLError):
-            return f"TLS: {getattr(cause, 'verify_message', '') or cause.reason or 'handshake failed'}"
-        return "cannot connect"
+            return Failure.TLS, f"TLS: {getattr(cause, 'verify_message', '') or cause.reason or 'handshake failed'}"
+        return Failure.CANNOT_CONNECT, "cannot connect"
     if isinstance(exc, NoAnswer):
-        return f"no answer within {timeout:g} s"
+        return Failure.NO_ANSWER, f"no answer within {timeout:g} s"
     if isinstance(exc, ClosedEarly):
         # docker-proxy accepts on the published port, then closes while the container is not listening
-        return "connection closed mid-response"
-    return f"bad HTTP response ({exc})"
+        return Failure.CLOSED_EARLY, "connection closed mid-response"
+    return Failure.BAD_RESPONSE, f"bad HTTP response ({exc})"
 
 
 class _Refused(HTTPError):
@@ -149,6 +166,32 @@ class _CappedBody:
         return self._body.result() if self._body is not None else b""
 
 
+async def fetch(client: HTTPClient, path: str, auth: dict[str, str], *, max_bytes: int, timeout: float) -> Fetched:
+    """GET one path through ``client``: the body decoded from any Content-Encoding, capped before and
+    after decoding; every failure a ``Fetched`` with its kind, never an exception."""
+    headers = {"Accept": "*/*", "Accept-Encoding": ACCEPT_ENCODING, **auth}
+    sink = _CappedBody(max_bytes)
+    start = time.perf_counter()
+    try:
+        resp = await client.request("GET", path, headers=headers, sink=sink, timeout=timeout)
+    except _Refused:
+        release_refused()
+        return Fetched(sink.status, error=sink.error, elapsed=time.perf_counter() - start, failure=Failure.BODY_REFUSED)
+    except HTTPError as exc:
+        failure, error = _describe(exc, timeout)
+        return Fetched(None, error=error, elapsed=time.perf_counter() - start, failure=failure)
+    encoding = resp.headers.get("content-encoding", "")
+    try:
+        if 200 <= resp.status < 300:
+            data = sink.result()
+        else:  # an error body, collected whole (bounded by the client): decode it too
+            data = decode_body(resp.body, encoding, max_bytes) if encoding else resp.body
+    except BodyError as exc:
+        return Fetched(resp.status, error=str(exc), elapsed=time.perf_counter() - start, failure=Failure.BODY_REFUSED)
+    return Fetched(resp.status, data, content_type=resp.headers.get("content-type", ""),
+                   elapsed=time.perf_counter() - start)
+
+
 class EngineProbe:
     """Talks HTTP to one engine instance over its own keep-alive connection, through the console's
     own HTTP client (``console.transport.http``), which fetches a payload for a fraction of httpx's CPU
@@ -185,26 +228,7 @@ class EngineProbe:
     async def fetch(self, path: str, *, max_bytes: int = MAX_JSON_BYTES, timeout: float | None = None) -> Fetched:
         """GET one path: the body decoded from any Content-Encoding, capped before and after decoding."""
         t = self.timeout if timeout is None else timeout
-        headers = {"Accept": "*/*", "Accept-Encoding": ACCEPT_ENCODING, **self._headers(path)}
-        sink = _CappedBody(max_bytes)
-        start = time.perf_counter()
-        try:
-            resp = await self.client.request("GET", path, headers=headers, sink=sink, timeout=t)
-        except _Refused:
-            release_refused()
-            return Fetched(sink.status, error=sink.error, elapsed=time.perf_counter() - start)
-        except HTTPError as exc:
-            return Fetched(None, error=_describe(exc, t), elapsed=time.perf_counter() - start)
-        encoding = resp.headers.get("content-encoding", "")
-        try:
-            if 200 <= resp.status < 300:
-                data = sink.result()
-            else:  # an error body, collected whole (bounded by the client): decode it too
-                data = decode_body(resp.body, encoding, max_bytes) if encoding else resp.body
-        except BodyError as exc:
-            return Fetched(resp.status, error=str(exc), elapsed=time.perf_counter() - start)
-        return Fetched(resp.status, data, content_type=resp.headers.get("content-type", ""),
-                       elapsed=time.perf_counter() - start)
+        return await fetch(self.client, path, self._headers(path), max_bytes=max_bytes, timeout=t)
 
     async def metrics(self) -> Fetched:
         return await self.fetch(self.profile.metrics.path, max_bytes=MAX_METRICS_BYTES)
@@ -214,20 +238,20 @@ class EngineProbe:
         h = self.profile.health
         resp = await self.fetch(h.path)
         if resp.status is None:
-            if resp.error == "connection refused" and "refused" in h.loading and not self.ever_ready:
+            if resp.failure is Failure.REFUSED and "refused" in h.loading and not self.ever_ready:
                 # Engines that bind late refuse while loading; without lifecycle knowledge we cannot
                 # tell loading from down, so say both.
                 return Health(Phase.UNREACHABLE, "connection refused (down, or still loading)", False)
             return Health(Phase.UNREACHABLE, resp.error, False)
         if resp.status == 503:
-            msg = _error_message(resp.body)
+            msg = error_message(resp.body)
             if "503" in h.loading and not self.ever_ready:
                 return Health(Phase.LOADING, f"503 {msg}".strip(), True)
             return Health(Phase.UNHEALTHY, f"503 {msg}".strip(), True)
         if not resp.ok:
             return Health(Phase.UNHEALTHY, resp.reason(), True)
         ready = await self.fetch(h.ready_path)
-        if ready.ok and _model_ids(ready.body):
+        if ready.ok and model_ids(ready.body):
             self.ever_ready = True
             return Health(Phase.READY, "", True)
         if ready.status == 503:
@@ -243,7 +267,7 @@ class EngineProbe:
         max_len: int | None = None
         ready = await self.fetch(h.ready_path)
         if ready.ok:
-            models = _model_ids(ready.body)
+            models = model_ids(ready.body)
             max_len = _max_model_len(ready.body)
         version: str | None = None
         if h.version_path:
@@ -276,7 +300,8 @@ def _dotted(data: Any, key: str) -> Any:
     return data
 
 
-def _model_ids(body: bytes) -> tuple[str, ...]:
+def model_ids(body: bytes) -> tuple[str, ...]:
+    """The model ids of an OpenAI-style ``/v1/models`` answer (``{"data": [{"id": ...}, ...]}``)."""
     data = _json(body)
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):

@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from console.config import EngineInstance
 from console.model import (
+    NOT_COLLECTED,
     EngineIdentity,
     EngineSnapshot,
     Freshness,
@@ -24,11 +26,29 @@ from console.model import (
     Phase,
     RawSeries,
     SourceState,
+    aged,
 )
-from console.telemetry.input_gate import GATE
-from console.telemetry.normmemo import NormalizeMemo
-from console.telemetry.promdelta import ScrapeParser
-from console.telemetry.scrape import EngineProbe, Health
+from console.model import late_after as model_late_after
+from console.telemetry.engine.scrape import EngineProbe, Health
+from console.telemetry.metrics.normmemo import NormalizeMemo
+from console.telemetry.metrics.promdelta import ScrapeParser
+
+
+class Foreground(Protocol):
+    """Whatever collection steps aside for (the UI's input gate: a key's screen change goes first)."""
+
+    async def opened(self) -> None:
+        """Return once the foreground no longer asks collection to wait."""
+
+
+class NoForeground:
+    """Nothing to step aside for (a headless command, a benchmark, a recorder)."""
+
+    async def opened(self) -> None:
+        return None
+
+
+NO_FOREGROUND = NoForeground()
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -48,20 +68,17 @@ def went_stale(prev: Freshness, now: float, reason: str, state: SourceState = So
 
 
 def late_after(period: float) -> float:
-    """How old an engine's last good sample may be before its numbers stop counting as fresh:
-    two of its own collection periods plus slack for a slow scrape (1 s -> 3.5 s, 30 s -> 61 s)."""
-    return max(2 * period + 1.0, period + 2.5)
+    """How old an engine's last good sample may be before its numbers stop counting as fresh
+    (``model.late_after``), with slack for a slow scrape of at least 1 s (1 s -> 3.5 s, 30 s -> 61 s)."""
+    return model_late_after(period, slack=max(1.0, 2.5 - period))
 
 
 def mark_late(e: EngineSnapshot, now: float, period: float) -> EngineSnapshot:
     """``e`` with its metrics marked stale when the last good sample is older than its period
     allows: a collector that sleeps, hangs or died must never leave numbers looking fresh."""
     f = e.metrics_freshness
-    if f.stale or f.updated_at is None or now - f.updated_at <= late_after(period):
-        return e
-    late = Freshness(SourceState.STALE, updated_at=f.updated_at, stale_since=f.updated_at,
-                     reason=f"no new sample (collected every {period:g} s)")
-    return replace(e, metrics_freshness=late)
+    late = aged(f, now, late_after(period), f"no new sample (collected every {period:g} s)")
+    return e if late is f else replace(e, metrics_freshness=late)
 
 
 def answer_allowance(period: float) -> float:
@@ -104,12 +121,13 @@ class EngineCollector:
     HEALTH_EVERY = 5  # while metrics answer, the health endpoint is asked only every N periods
 
     def __init__(self, instance: EngineInstance, *, period: float, executor: Executor | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
-        from console.telemetry.windows import EngineMetricsState
+                 tls: ssl.SSLContext | None = None, foreground: Foreground = NO_FOREGROUND) -> None:
+        from console.telemetry.metrics.windows import EngineMetricsState
 
         self.instance = instance
         self.period = period
         self.executor = executor  # None: the loop's default executor
+        self.foreground = foreground
         self._digesting: asyncio.Future[_Digest | str] | None = None
         self.probe = EngineProbe(instance, timeout=max(0.5, min(2.0, period * 1.5)), tls=tls)
         self.state = EngineMetricsState(instance.profile)
@@ -137,8 +155,8 @@ class EngineCollector:
             managed=instance.managed,
             gpus=instance.gpus,
             pids=instance.pids,
-            metrics_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
-            health_freshness=Freshness(SourceState.STALE, reason="not collected yet"),
+            metrics_freshness=NOT_COLLECTED,
+            health_freshness=NOT_COLLECTED,
         )
 
     @property
@@ -169,7 +187,7 @@ class EngineCollector:
         if busy is not None and not busy.done():
             return f"{path}: still processing an earlier payload (over {self.digest_budget:g} s)"
         # A key the UI is handling goes first: the payload's CPU work starts once it is done.
-        await GATE.opened()
+        await self.foreground.opened()
         loop = asyncio.get_running_loop()
         work = loop.run_in_executor(self.executor, self._digest_sync, body, mono, self.want_raw, self._lost)
         # A late result is not awaited by anyone: fetch its exception so none goes unreported.
@@ -184,8 +202,8 @@ class EngineCollector:
     def _digest_sync(self, body: bytes, mono: float, want_raw: bool, afresh: bool = False) -> _Digest | str:
         """Worker thread: parse, normalise, add to the windows (emptied first when ``afresh``). Only
         one runs per engine at a time, so ``self.state`` is never touched by two threads at once."""
-        from console.telemetry.normalize import normalize
-        from console.telemetry.recognize import DRAINED, foreign_hint, is_drained
+        from console.telemetry.metrics.normalize import normalize
+        from console.telemetry.metrics.recognize import DRAINED, foreign_hint, is_drained
 
         profile = self.instance.profile
         reading = normalize(profile, body, full=want_raw, parser=self.parser, memo=self.memo)

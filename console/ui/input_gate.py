@@ -14,7 +14,7 @@ key's screen change was most of the slowest keys (``benchmarks/key_latency.py``)
 pause automatic collection until it ends, ``GC_PAUSE_MAX`` at most; collection then resumes where
 it left off, and after a pause that reached the cap the next ``GC_REST`` seconds of input do not
 pause it again, so keys held down cannot starve it. Only a gate that paused collection resumes it
-(``release`` at exit too); the pause is counted with the digests' own (``console/gcpause.py``), so
+(``release`` at exit too); the pause is counted with the digests' own (``console/gc_control.py``), so
 theirs ending does not end it.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from console import gcpause
+from console import gc_control
 
 HOLD = 0.25  # seconds after an input: long enough for a screen change's first frame
 MAX_WAIT = 0.4  # the longest a collection step waits for the UI
@@ -62,7 +62,7 @@ class InputGate:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop to resume it from: collection stays on
-        gcpause.pause()  # counted: a digest's own pause ending meanwhile does not end this one
+        gc_control.pause()  # counted: a digest's own pause ending meanwhile does not end this one
         self._gc_since = now
         loop.call_later(self.remaining(), self._resume_gc, loop)
 
@@ -86,7 +86,7 @@ class InputGate:
             return
         self._gc_since = None
         self.gc_paused += time.monotonic() - since
-        gcpause.resume()
+        gc_control.resume()
 
     def remaining(self) -> float:
         """Seconds left of the current hold (0 when open)."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 import orjson
 
 from console.profiles import EngineProfile
-from console.telemetry.promtext import parse
-from console.telemetry.readings import Reading
+from console.telemetry.metrics.promtext import parse
+from console.telemetry.metrics.readings import Reading
 
 __all__ = ["DRAINED", "foreign_hint", "is_drained"]
 

@@ -55,8 +55,8 @@ from operator import sub as _sub
 from console import plausible
 from console.model import ModelMetrics, Quantiles, Rates
 from console.profiles import EngineProfile
-from console.telemetry import features
-from console.telemetry.readings import HistogramSeries, Reading, SeriesKey, finite_sum
+from console.telemetry.metrics import features
+from console.telemetry.metrics.readings import HistogramSeries, Reading, SeriesKey, finite_sum
 
 __all__ = [
     "LOW_SAMPLE",

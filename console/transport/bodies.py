@@ -11,7 +11,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 
-from console import gcpause
+from console import gc_control
 
 Emit = Callable[[bytes], None]
 
@@ -150,7 +150,7 @@ def release_refused() -> None:
     The up-to-the-cap bytes it held were many read-sized blocks that glibc keeps in the heap once
     freed, so the process stayed about 25 MB larger after a fault of 50 MB bodies ended
     (benchmarks/body_cap_rss.py, docs/performance.md). Only on this rare path, never per scrape."""
-    gcpause.trim_heap()
+    gc_control.trim_heap()
 
 
 def decode_body(raw: bytes, content_encoding: str, max_bytes: int) -> bytes:

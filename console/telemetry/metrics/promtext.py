@@ -28,12 +28,13 @@ Conventions:
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
 
-from console.telemetry.wanted import CHILD_SUFFIXES, expand_wanted
+from console.telemetry.metrics.wanted import CHILD_SUFFIXES, expand_wanted
 
 __all__ = ["KINDS", "Family", "Labels", "ParseResult", "Sample", "clear_caches", "known_labels", "match_sample_line",
            "parse", "parse_labels"]
@@ -67,6 +68,10 @@ _HEADS_PER_CALL = 8192
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _ESCAPE_RE = re.compile(r"\\[\\\"n]")
 
+# The process-wide caches below are shared by every engine's digest thread. A read is one dict
+# lookup (atomic under the interpreter lock) and needs no lock; every write, with the bounds'
+# bookkeeping and the clearing it may do, holds ``CACHE_LOCK`` (taken only on a miss).
+CACHE_LOCK = threading.Lock()
 # Label texts seen before -> parsed labels. Bounded by count and by the bytes of text held: cleared
 # when either grows past its limit; texts longer than _CACHED_TEXT_MAX are one-offs in practice
 # and would pin megabytes each.
@@ -153,9 +158,10 @@ def _name_ok(name: str) -> bool:
     if ok is None:
         ok = _NAME_RE.fullmatch(name) is not None
         if len(name) <= 200:  # a garbage line can be a megabyte-long "name": not worth keeping
-            if len(_NAME_OK) > _LABEL_CACHE_MAX:
-                _NAME_OK.clear()
-            _NAME_OK[name] = ok
+            with CACHE_LOCK:
+                if len(_NAME_OK) > _LABEL_CACHE_MAX:
+                    _NAME_OK.clear()
+                _NAME_OK[name] = ok
     return ok
 
 
@@ -190,11 +196,12 @@ def _new_labels(text: str) -> Labels:
         names, pick = plan
         # pick pads a lone label to two values; zip stops at the names (a strict= keyword costs half again).
         labels = tuple(zip(names, pick(parts)))  # noqa: B905
-    if len(_LABEL_CACHE) > _LABEL_CACHE_MAX or _label_cache_bytes > _LABEL_CACHE_BYTES:
-        _LABEL_CACHE.clear()
-        _label_cache_bytes = 0
-    _LABEL_CACHE[text] = labels
-    _label_cache_bytes += len(text)
+    with CACHE_LOCK:
+        if len(_LABEL_CACHE) > _LABEL_CACHE_MAX or _label_cache_bytes > _LABEL_CACHE_BYTES:
+            _LABEL_CACHE.clear()
+            _label_cache_bytes = 0
+        _LABEL_CACHE[text] = labels
+        _label_cache_bytes += len(text)
     return labels
 
 
@@ -215,20 +222,23 @@ def _shape_plan(parts: list[str]) -> _Plan:
         if len(indices) == 1:
             indices *= 2  # itemgetter of one index gives the item, not a tuple; zip stops at the names
         plan = order, itemgetter(*indices)
-    if _shapes_bytes > _SHAPES_BYTES:
-        _SHAPES.clear()
-        _shapes_bytes = 0
-    _SHAPES[shape] = plan
-    _shapes_bytes += len(shape)
+    with CACHE_LOCK:
+        if _shapes_bytes > _SHAPES_BYTES:
+            _SHAPES.clear()
+            _shapes_bytes = 0
+        _SHAPES[shape] = plan
+        _shapes_bytes += len(shape)
     return plan
 
 
 def clear_caches() -> None:
     """Forget every parsed label set and shape (what an engine's first scrape finds)."""
     global _label_cache_bytes, _shapes_bytes
-    _LABEL_CACHE.clear()
-    _SHAPES.clear()
-    _label_cache_bytes = _shapes_bytes = 0
+    with CACHE_LOCK:
+        _LABEL_CACHE.clear()
+        _SHAPES.clear()
+        _NAME_OK.clear()
+        _label_cache_bytes = _shapes_bytes = 0
 
 
 def _split_plain(text: str) -> dict[str, str]:

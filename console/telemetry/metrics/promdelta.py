@@ -23,8 +23,8 @@ from collections.abc import Container
 from itertools import compress, count
 from operator import ne
 
-from console.telemetry.promtext import Family, ParseResult, Sample, known_labels, match_sample_line, parse
-from console.telemetry.wanted import expand_wanted
+from console.telemetry.metrics.promtext import Family, ParseResult, Sample, known_labels, match_sample_line, parse
+from console.telemetry.metrics.wanted import expand_wanted
 
 _SKIP = 0  # a line the wanted filter skips (its name is not wanted)
 _SLOT = 1  # a sample line: its family and position are in the slot arrays

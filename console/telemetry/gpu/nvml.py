@@ -23,8 +23,8 @@ from typing import Any
 import psutil
 
 from console.model import Freshness, GpuFleet, GpuProcess, GpuSnapshot, SourceState
-from console.telemetry.deadline import DeadlineExceeded, DeadlineWorker, WorkerBusy, WorkerClosed
-from console.telemetry.power_integrator import PowerIntegrator
+from console.telemetry.gpu.power_integrator import PowerIntegrator
+from console.telemetry.host.deadline import DeadlineExceeded, DeadlineWorker, WorkerBusy, WorkerClosed
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_INIT_TIMEOUT_S = 10.0

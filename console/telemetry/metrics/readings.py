@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from console.model import RawSeries
-from console.telemetry.promtext import ParseResult
+from console.telemetry.metrics.promtext import ParseResult
 
 __all__ = ["HistogramSeries", "ModelReading", "PayloadFormat", "Reading", "Resolution", "SeriesKey", "finite_sum"]
 

@@ -11,33 +11,33 @@ from collections.abc import Iterator
 
 import pytest
 
-from console import gcpause, startup_gc
-from console.telemetry.input_gate import InputGate
+from console import gc_control
+from console.ui.input_gate import InputGate
 
 
 @pytest.fixture(autouse=True)
 def _collection_on() -> Iterator[None]:
-    assert gc.isenabled() and gcpause.depth() == 0
+    assert gc.isenabled() and gc_control.depth() == 0
     yield
-    assert gcpause.depth() == 0
+    assert gc_control.depth() == 0
     gc.enable()
 
 
 def test_the_last_holder_turns_collection_back_on() -> None:
-    gcpause.pause()
-    gcpause.pause()
+    gc_control.pause()
+    gc_control.pause()
     assert not gc.isenabled()
-    gcpause.resume()
+    gc_control.resume()
     assert not gc.isenabled()  # one holder left
-    gcpause.resume()
+    gc_control.resume()
     assert gc.isenabled()
-    gcpause.resume()  # more resumes than pauses: nothing to end, and no depth below zero
-    assert gc.isenabled() and gcpause.depth() == 0
+    gc_control.resume()  # more resumes than pauses: nothing to end, and no depth below zero
+    assert gc.isenabled() and gc_control.depth() == 0
 
 
 def test_collection_off_before_the_first_holder_stays_off() -> None:
     gc.disable()
-    with gcpause.paused():
+    with gc_control.paused():
         pass
     assert not gc.isenabled()
     gc.enable()
@@ -50,7 +50,7 @@ def test_holders_on_many_threads_leave_collection_on_and_count_nothing() -> None
     def work() -> None:
         start.wait()
         for _ in range(2000):
-            with gcpause.paused():
+            with gc_control.paused():
                 seen_off.append(not gc.isenabled())
 
     threads = [threading.Thread(target=work) for _ in range(8)]
@@ -59,7 +59,7 @@ def test_holders_on_many_threads_leave_collection_on_and_count_nothing() -> None
     for t in threads:
         t.join()
     assert all(seen_off) and len(seen_off) == 16000
-    assert gc.isenabled() and gcpause.depth() == 0
+    assert gc.isenabled() and gc_control.depth() == 0
 
 
 def test_a_digest_finishing_during_a_key_press_leaves_collection_paused_for_the_key() -> None:
@@ -70,7 +70,7 @@ def test_a_digest_finishing_during_a_key_press_leaves_collection_paused_for_the_
     digest_paused = threading.Event()
 
     def digest() -> None:
-        with gcpause.paused():
+        with gc_control.paused():
             digest_paused.set()
             digest_may_end.wait(5)
 
@@ -92,13 +92,13 @@ def test_a_digest_finishing_during_a_key_press_leaves_collection_paused_for_the_
 
 
 def test_the_start_up_pause_ends_once_with_a_freeze_however_often_resumed() -> None:
-    startup_gc.pause()
-    startup_gc.pause()
-    assert not gc.isenabled() and gcpause.depth() == 1
-    with gcpause.paused():  # a digest during start-up
-        startup_gc.resume()
+    gc_control.startup_pause()
+    gc_control.startup_pause()
+    assert not gc.isenabled() and gc_control.depth() == 1
+    with gc_control.paused():  # a digest during start-up
+        gc_control.startup_resume()
         assert not gc.isenabled()  # the digest still holds its pause
     assert gc.isenabled() and gc.get_freeze_count() > 0
-    startup_gc.resume()
-    assert gc.isenabled() and gcpause.depth() == 0
+    gc_control.startup_resume()
+    assert gc.isenabled() and gc_control.depth() == 0
     gc.unfreeze()

@@ -3,6 +3,8 @@
 From one scrape to the next an engine's samples keep their names and labels, and most values do
 not move (on a 2,188-series vLLM payload under load, about one wanted sample in eight).
 
+- **Profile.** The engine's profile and the raw names it wants (``ProfileMemo``), made once: the
+  same frozenset each scrape keys the parser's caches (``wanted.py``, ``promdelta.py``) for free.
 - **Picks.** Which samples each mapping reads (its resolved name, the families and the positions
   in them) stand as long as the payload's layout does: a ``ParseResult`` that a ``ScrapeParser``
   read as changes to an earlier one carries that one's ``layout`` token.
@@ -13,9 +15,18 @@ not move (on a 2,188-series vLLM payload under load, about one wanted sample in 
   are rebuilt; every other ``HistogramSeries`` object is reused as it was (and the windows take a
   series they saw before as unchanged).
 
-The results equal a reading from scratch (tests compare them on mutated payloads): a changed
-sample whose name or labels differ, or a different sample count, is a new plan. One memo per
-engine, used by one thread at a time (the engine's digest worker), like its ``ScrapeParser``.
+Invariants (the differential tests, tests/telemetry/test_normmemo.py and test_promdelta.py, check
+them on seeded mutated payloads and print their seed):
+
+1. A reading made with the memo equals one made from scratch, payload after payload.
+2. What is kept is keyed by what it was made from, never by an object's ``id()``: picks by the
+   payload's layout token (an object the memo holds, compared with ``is``) and the mapping's
+   ``PartKey`` (canonical name, part index); plans by the ``PartKey`` and the label split's
+   configuration; the wanted names by the profile (held, compared with ``is``). Another profile,
+   layout or configuration starts that part afresh.
+3. A changed sample whose name or labels differ, or a different sample count, is a new plan.
+4. One memo per engine, used by one thread at a time (the engine's digest worker), like its
+   ``ScrapeParser``: nothing in it is shared between engines, so it needs no lock.
 """
 
 from __future__ import annotations
@@ -24,10 +35,13 @@ import math
 from collections.abc import Callable
 from itertools import compress, count
 from operator import ne
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from console.telemetry.promtext import Sample
-from console.telemetry.readings import HistogramSeries, SeriesKey
+from console.telemetry.metrics.promtext import Sample
+from console.telemetry.metrics.readings import HistogramSeries, SeriesKey
+
+if TYPE_CHECKING:
+    from console.profiles import EngineProfile
 
 _INF = math.inf
 # What a sample gives its series: a bucket's bound (a float), the sum, the count, or nothing.
@@ -35,8 +49,50 @@ _SUM = "sum"
 _COUNT = "count"
 _Role = float | str | None
 _Ident = tuple[str, SeriesKey, SeriesKey]  # (model, series key, shard key)
-# A label set -> (model, series key, shard key, replica key, ``le`` bound, ident): normalize's split.
-Split = Callable[[SeriesKey], tuple[str, SeriesKey, SeriesKey, SeriesKey, float | None, _Ident]]
+PartKey = tuple[str, int]  # (canonical name, index of the part: 0 the mapping, then its ``plus``)
+
+
+class LabelSplit(NamedTuple):
+    """A label set split by normalize's layout (made once per label set, kept across scrapes)."""
+
+    model: str
+    key: SeriesKey  # the series key: every label but the model, shard and ``le`` ones
+    shard: SeriesKey
+    replica: SeriesKey
+    le: float | None  # a bucket's bound; None for no ``le`` label or one that is not a number
+    ident: _Ident  # (model, key, shard), built once so that the hot loops build no tuple per sample
+
+
+Split = Callable[[SeriesKey], LabelSplit]
+
+
+class HistAcc:
+    """One histogram series being read: bucket bound -> cumulative count, the sum, the count."""
+
+    __slots__ = ("buckets", "count", "sum")
+
+    def __init__(self) -> None:
+        self.buckets: dict[float, float] = {}
+        self.sum: float | None = None
+        self.count: float | None = None
+
+
+class Picks(NamedTuple):
+    """Which samples a mapping reads: its resolved name's index, where they sit (family name, positions
+    of its samples), and the families read."""
+
+    name_index: int
+    where: list[tuple[str, list[int]]]
+    families: set[str]
+
+
+class ProfileMemo:
+    """An engine's profile and the raw names it wants, made once."""
+
+    __slots__ = ("profile", "wanted")
+
+    def __init__(self, profile: EngineProfile, wanted: frozenset[str]) -> None:
+        self.profile, self.wanted = profile, wanted
 
 
 class HistogramPlan:
@@ -53,13 +109,13 @@ class HistogramPlan:
         shards: dict[tuple[str, SeriesKey], list[_Ident]] = {}
         for i, (name, labels, _value) in enumerate(samples):
             hit = split(labels)
-            reps = self.replicas.get(hit[0])
+            reps = self.replicas.get(hit.model)
             if reps is None:
-                reps = self.replicas[hit[0]] = set()
-            reps.add(hit[3])
+                reps = self.replicas[hit.model] = set()
+            reps.add(hit.replica)
             if keep is not None and not keep(labels):
                 continue  # the metric exists for this model; this series is filtered out
-            ident = hit[5]
+            ident = hit.ident
             self.ident_of[i] = ident
             idx = self.members.get(ident)
             if idx is None:
@@ -67,7 +123,7 @@ class HistogramPlan:
                 shards.setdefault((ident[0], ident[1]), []).append(ident)
             idx.append(i)
             if name[-7:] == "_bucket":
-                bound = hit[4]
+                bound = hit.le
                 if bound is not None and bound == bound and bound != -_INF:  # not NaN, not -Inf
                     self.role_of[i] = bound
             elif name[-4:] == "_sum":
@@ -77,9 +133,10 @@ class HistogramPlan:
         # (model, key) -> its shards' series, where there is more than one shard (TP/PP ranks).
         self.shards = shards
 
-    def fill(self, ident: _Ident, samples: list[Sample]) -> list[Any]:
-        """One series' [bucket bound -> count, sum or None, count or None] from ``samples``."""
-        h: list[Any] = [{}, None, None]
+    def fill(self, ident: _Ident, samples: list[Sample]) -> HistAcc:
+        """One series' buckets, sum and count from ``samples``."""
+        h = HistAcc()
+        buckets = h.buckets
         role_of = self.role_of
         for i in self.members[ident]:
             value = samples[i][2]
@@ -87,66 +144,75 @@ class HistogramPlan:
                 continue
             role = role_of[i]
             if role is _SUM:
-                h[1] = value
+                h.sum = value
             elif role is _COUNT:
-                h[2] = value
+                h.count = value
             elif role is not None:
-                h[0][role] = value
+                buckets[role] = value  # type: ignore[index]  # neither _SUM nor _COUNT: a bound
         return h
 
 
 class _Entry:
     __slots__ = ("accs", "out", "plan", "samples")
 
-    def __init__(self, plan: HistogramPlan, samples: list[Sample], accs: dict[_Ident, list[Any]],
+    def __init__(self, plan: HistogramPlan, samples: list[Sample], accs: dict[_Ident, HistAcc],
                  out: dict[str, dict[SeriesKey, HistogramSeries]]) -> None:
         self.plan, self.samples, self.accs, self.out = plan, samples, accs, out
 
 
-# A mapping's picks: (index of the resolved name, [(family name, positions of its samples)], the
-# families read); None when none of its names has samples.
-Picks = tuple[int, list[tuple[str, list[int]]], set[str]] | None
-
-
 class NormalizeMemo:
-    """One engine's picks and histogram plans and series, from its previous payload."""
+    """One engine's profile, picks and histogram plans and series, from its previous payload."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, int], _Entry] = {}
+        self._profile: ProfileMemo | None = None
+        self._entries: dict[PartKey, _Entry] = {}
         self._split_config: object = None
-        self._picks: dict[int, Picks] = {}
+        self._picks: dict[PartKey, Picks | None] = {}
         self._picks_layout: object = None
         self.rebuilt = 0  # for tests and benchmarks: series built, and mappings planned anew
         self.planned = 0
 
-    def picks(self, layout: object, mapping_id: int) -> Picks | Literal[False]:
-        """The picks kept for a mapping under this payload ``layout``; False when there are none."""
+    def for_profile(self, profile: EngineProfile, wanted: Callable[[EngineProfile], frozenset[str]]) -> ProfileMemo:
+        """The engine's profile memo; another profile than the last forgets everything kept."""
+        kept = self._profile
+        if kept is not None and kept.profile is profile:
+            return kept
+        self._entries.clear()
+        self._split_config = None
+        self._picks.clear()
+        self._picks_layout = None
+        made = self._profile = ProfileMemo(profile, wanted(profile))
+        return made
+
+    def picks(self, layout: object, part: PartKey) -> Picks | Literal[False] | None:
+        """The picks kept for a mapping's part under this payload ``layout`` (None: it has no samples);
+        False when there are none kept."""
         if layout is None or layout is not self._picks_layout:
             return False
-        return self._picks.get(mapping_id, False)
+        return self._picks.get(part, False)
 
-    def keep_picks(self, layout: object, mapping_id: int, picks: Picks) -> None:
+    def keep_picks(self, layout: object, part: PartKey, picks: Picks | None) -> None:
         if layout is None:
             return
         if layout is not self._picks_layout:
             self._picks.clear()
             self._picks_layout = layout
-        self._picks[mapping_id] = picks
+        self._picks[part] = picks
 
-    def series(self, canonical: str, mapping_id: int, split_config: object, samples: list[Sample], split: Split,
-               keep: Callable[[SeriesKey], bool] | None, build: Callable[[list[Any]], HistogramSeries],
-               size: Callable[[list[Any]], float]) -> tuple[dict[str, dict[SeriesKey, HistogramSeries]],
-                                                            dict[str, set[SeriesKey]]]:
-        """(model -> series key -> series, model -> replica keys) for one mapping's samples.
+    def series(self, part: PartKey, split_config: object, samples: list[Sample], split: Split,
+               keep: Callable[[SeriesKey], bool] | None, build: Callable[[HistAcc], HistogramSeries],
+               size: Callable[[HistAcc], float]) -> tuple[dict[str, dict[SeriesKey, HistogramSeries]],
+                                                         dict[str, set[SeriesKey]]]:
+        """(model -> series key -> series, model -> replica keys) for one mapping part's samples.
 
-        ``split_config`` names the label split and ``mapping_id`` the mapping (its match and scale):
-        a memo made under others starts afresh. ``build`` turns a series' accumulator into a
+        ``split_config`` names the label split and ``part`` the mapping's part (its match and scale):
+        a memo made under another split starts afresh. ``build`` turns a series' accumulator into a
         ``HistogramSeries``; ``size`` ranks shards (the one with the largest count is kept, whole).
         """
         if split_config != self._split_config:
             self._entries.clear()
             self._split_config = split_config
-        key = (canonical, mapping_id)
+        key = part
         entry = self._entries.get(key)
         changed = None if entry is None else _changed(entry.samples, samples)
         if entry is None or changed is None:
@@ -194,7 +260,7 @@ def _changed(before: list[Sample], now: list[Sample]) -> list[int] | None:
     return changed
 
 
-def _largest(idents: list[_Ident], accs: dict[_Ident, list[Any]], size: Callable[[list[Any]], float]) -> list[Any]:
+def _largest(idents: list[_Ident], accs: dict[_Ident, HistAcc], size: Callable[[HistAcc], float]) -> HistAcc:
     """The accumulator of the shard with the largest count (the first of equals, in sample order)."""
     best = accs[idents[0]]
     for ident in idents[1:]:

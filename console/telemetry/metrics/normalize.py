@@ -32,15 +32,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from console import gcpause
+from console import gc_control
 from console.profiles import EngineProfile, MetricMapping
-from console.telemetry.info_gauges import adopt_engine_counters, adopt_unlabelled, from_label
-from console.telemetry.normmemo import NormalizeMemo, Picks
-from console.telemetry.promtext import Family, ParseResult, Sample, parse
-from console.telemetry.promtext import clear_caches as clear_label_caches
-from console.telemetry.readings import (
+from console.telemetry.metrics.info_gauges import adopt_engine_counters, adopt_unlabelled, from_label
+from console.telemetry.metrics.normmemo import HistAcc, LabelSplit, NormalizeMemo, PartKey, Picks
+from console.telemetry.metrics.promtext import CACHE_LOCK, Family, ParseResult, Sample, parse
+from console.telemetry.metrics.promtext import clear_caches as clear_label_caches
+from console.telemetry.metrics.readings import (
     HistogramSeries,
     ModelReading,
     PayloadFormat,
@@ -49,10 +49,10 @@ from console.telemetry.readings import (
     SeriesKey,
     finite_sum,
 )
-from console.telemetry.trtjson import parse_trtllm_json
+from console.telemetry.metrics.trtjson import parse_trtllm_json
 
 if TYPE_CHECKING:
-    from console.telemetry.promdelta import ScrapeParser
+    from console.telemetry.metrics.promdelta import ScrapeParser
 
 __all__ = ["clear_caches", "normalize", "parse_payload", "sniff_format", "wanted_names"]
 
@@ -65,22 +65,8 @@ def escaped_name(name: str) -> str:
 
 def wanted_names(profile: EngineProfile) -> frozenset[str]:
     """Raw names the profile maps, also in their escaped form (for ``promtext.parse(wanted=...)``).
-    One frozenset per profile, made once: asked on every scrape, and the same object each time
-    is hashed and compared for free where it keys a cache."""
-    hit = _WANTED.get(id(profile))
-    if hit is not None and hit[0] is profile:
-        return hit[1]
-    if len(_WANTED) > 64:
-        _WANTED.clear()
-    made = _wanted_names(profile)
-    _WANTED[id(profile)] = (profile, made)
-    return made
-
-
-_WANTED: dict[int, tuple[EngineProfile, frozenset[str]]] = {}
-
-
-def _wanted_names(profile: EngineProfile) -> frozenset[str]:
+    An engine's ``NormalizeMemo`` keeps its profile's set (``normmemo.ProfileMemo``), so the same
+    object comes back on every scrape and is hashed and compared for free where it keys a cache."""
     names = [n for m in profile.metrics.map.values() for n in m.raw_names()]
     # Counters' ``_created`` series (prometheus_client): x_total -> x_created; and their OpenMetrics
     # family name x (declared with no sample yet, the family of a first-use counter is still there).
@@ -129,7 +115,7 @@ def normalize(profile: EngineProfile, payload: bytes | str | ParseResult, *, for
     # A payload becomes tens of thousands of tuples, none in a reference cycle: the cyclic collector
     # would only walk them (and every other object of the process, in its full passes) over and
     # over while they are made. It runs once afterwards instead.
-    with gcpause.paused():
+    with gc_control.paused():
         return _normalize(profile, payload, format, full, parser, memo)
 
 
@@ -139,7 +125,8 @@ def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, forma
         fmt: PayloadFormat = format or "prometheus"
         parsed = payload
     else:
-        wanted = None if full else wanted_names(profile)
+        wanted = None if full else (memo.for_profile(profile, wanted_names).wanted if memo is not None
+                                    else wanted_names(profile))
         fmt, parsed = parse_payload(payload, format=format, wanted=wanted, parser=parser)
     spec = profile.metrics
     builder = _Builder(spec.model_label, spec.replica_labels, spec.shard_labels, memo)
@@ -153,7 +140,8 @@ def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, forma
         # series of a part after the first carry its raw name, so that they never collide.
         none_yet = False
         for i, part in enumerate((mapping, *mapping.plus)):
-            found = _resolve(parsed, part, memo)
+            part_key = (canonical, i)
+            found = _resolve(parsed, part, part_key, memo)
             if found is None:
                 none_yet = none_yet or (part.first_use and _has_family(parsed, part))
                 continue
@@ -163,7 +151,7 @@ def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, forma
                 resolved[canonical] = Resolution(canonical, part.names[index], index > 0, part.kind)
             if part.from_label:
                 samples = from_label(samples, part.from_label, spec.model_label)
-            builder.add(canonical, part, samples, tag=(("__name__", part.names[index]),) if i else ())
+            builder.add(canonical, part, part_key, samples, tag=(("__name__", part.names[index]),) if i else ())
         if canonical not in resolved:
             if none_yet:
                 # Created on first use and none used yet: 0, not n/a (the engine has the family).
@@ -212,10 +200,10 @@ def _samples_named(parsed: ParseResult, name: str, fams: set[str], picks: list[t
     return out
 
 
-def _resolve(parsed: ParseResult, mapping: MetricMapping,
+def _resolve(parsed: ParseResult, mapping: MetricMapping, part_key: PartKey,
              memo: NormalizeMemo | None) -> tuple[int, list[Sample], set[str]] | None:
     """The first of the mapping's names with samples: (its index, the samples, their families)."""
-    kept = False if memo is None else memo.picks(parsed.layout, id(mapping))
+    kept = False if memo is None else memo.picks(parsed.layout, part_key)
     if kept is not False:  # the payload's layout is the one these picks were made on
         if kept is None:
             return None
@@ -226,17 +214,17 @@ def _resolve(parsed: ParseResult, mapping: MetricMapping,
             samples += map(families[family].samples.__getitem__, at)
         return index, samples, fams
     found: tuple[int, list[Sample], set[str]] | None = None
-    made: Picks = None
+    made: Picks | None = None
     for index, declared in enumerate(mapping.names):
         picks: list[tuple[str, list[int]]] = []
         got = _resolve_name(parsed, mapping, declared, picks)
         if got is None and ":" in declared:
             got = _resolve_name(parsed, mapping, escaped_name(declared), picks)
         if got is not None:
-            found, made = (index, *got), (index, picks, got[1])
+            found, made = (index, *got), Picks(index, picks, got[1])
             break
     if memo is not None:
-        memo.keep_picks(parsed.layout, id(mapping), made)
+        memo.keep_picks(parsed.layout, part_key, made)
     return found
 
 
@@ -274,14 +262,17 @@ def _has_family(parsed: ParseResult, mapping: MetricMapping) -> bool:
     return False
 
 
-def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
-    """Whether the series passes ``match``. A label the series lacks reads "", as Prometheus treats
-    an absent label and an empty one alike: ``priority = [""]`` keeps SGLang's total under
-    ``priority=""`` with priority scheduling and the only series without it."""
-    if not match:
+_MatchPlan = list[tuple[list[str], tuple[str, ...]]]
+
+
+def _match(labels: SeriesKey, plan: _MatchPlan) -> bool:
+    """Whether the series passes a mapping's ``match`` (as ``_match_plan``). A label the series lacks
+    reads "", as Prometheus treats an absent label and an empty one alike: ``priority = [""]`` keeps
+    SGLang's total under ``priority=""`` with priority scheduling and the only series without it."""
+    if not plan:
         return True
     present = dict(labels)
-    for alts, allowed in _match_plan(match):
+    for alts, allowed in plan:
         value = ""
         for alt in alts:
             if alt in present:
@@ -292,17 +283,9 @@ def _match(labels: SeriesKey, match: dict[str, tuple[str, ...]]) -> bool:
     return True
 
 
-# A mapping's ``match`` with its ``a|b`` keys split, per match dict (profiles live for the process).
-_MATCH_PLANS: dict[int, tuple[dict[str, tuple[str, ...]], list[tuple[list[str], tuple[str, ...]]]]] = {}
-
-
-def _match_plan(match: dict[str, tuple[str, ...]]) -> list[tuple[list[str], tuple[str, ...]]]:
-    hit = _MATCH_PLANS.get(id(match))
-    if hit is None or hit[0] is not match:
-        if len(_MATCH_PLANS) > 256:
-            _MATCH_PLANS.clear()
-        hit = _MATCH_PLANS[id(match)] = (match, [(key.split("|"), allowed) for key, allowed in match.items()])
-    return hit[1]
+def _match_plan(match: dict[str, tuple[str, ...]]) -> _MatchPlan:
+    """A mapping's ``match`` with its ``a|b`` keys split: made once per mapping and payload."""
+    return [(key.split("|"), allowed) for key, allowed in match.items()]
 
 
 _LE_CACHE: dict[str, float | None] = {}
@@ -316,38 +299,36 @@ def _le_value(v: str) -> float | None:
             bound = float(v)
         except ValueError:
             bound = None
-        if len(_LE_CACHE) > 10_000:
-            _LE_CACHE.clear()
-        _LE_CACHE[v] = bound
+        with CACHE_LOCK:
+            if len(_LE_CACHE) > 10_000:
+                _LE_CACHE.clear()
+            _LE_CACHE[v] = bound
     return bound
 
 
-# One histogram series being read: [bucket bound -> count, sum or None, count or None]. A list, not
-# an object: a cold payload can create thousands per scrape.
-_BUCKETS, _SUM, _COUNT = 0, 1, 2
 
 
-def _hist_total(h: list[Any]) -> float | None:
+def _hist_total(h: HistAcc) -> float | None:
     """The observation count: ``_count``, else the +Inf bucket; None when it has neither (the
     largest finite bucket is not the count: observations above it are unknown)."""
-    count: float | None = h[_COUNT]
+    count: float | None = h.count
     if count is not None:
         return count
-    inf: float | None = h[_BUCKETS].get(math.inf)
+    inf: float | None = h.buckets.get(math.inf)
     return inf
 
 
-def _hist_size(h: list[Any]) -> float:
+def _hist_size(h: HistAcc) -> float:
     """For choosing among shards: the count, else the largest bucket."""
     total = _hist_total(h)
-    return total if total is not None else max(h[_BUCKETS].values(), default=0.0)
+    return total if total is not None else max(h.buckets.values(), default=0.0)
 
 
-def _hist_build(h: list[Any], scale: float) -> HistogramSeries:
-    buckets: dict[float, float] = h[_BUCKETS]
+def _hist_build(h: HistAcc, scale: float) -> HistogramSeries:
+    buckets: dict[float, float] = h.buckets
     count = _hist_total(h)
     if not buckets:  # count and sum only (an excerpt, TGI's token counts): nothing to sort
-        s = None if h[_SUM] is None else h[_SUM] * scale
+        s = None if h.sum is None else h.sum * scale
         return HistogramSeries((), (), s if s is None or math.isfinite(s) else None, count)
     if buckets and count is not None and math.inf not in buckets:
         buckets = {**buckets, math.inf: count}
@@ -361,7 +342,7 @@ def _hist_build(h: list[Any], scale: float) -> HistogramSeries:
             running = c
         counts.append(running)
     scaled = tuple(b * scale for b in bounds) if scale != 1.0 else bounds
-    s = None if h[_SUM] is None else h[_SUM] * scale
+    s = None if h.sum is None else h.sum * scale
     if s is not None and not math.isfinite(s):
         s = None  # overflowed by the scale
     return HistogramSeries(scaled, tuple(counts), s, count)
@@ -382,7 +363,7 @@ class _ModelAcc:
 # Label splitting per profile layout, kept across scrapes (the same label sets recur every scrape):
 # labels -> (model, series key, shard key, replica key, ``le`` bound, (model, series key, shard key)).
 # The last is built once per label set, so that the hot loops do not build a tuple per sample.
-_Split = tuple[str, SeriesKey, SeriesKey, SeriesKey, float | None, tuple[str, SeriesKey, SeriesKey]]
+_Split = LabelSplit
 _SPLIT_CACHES: dict[tuple[str, frozenset[str], frozenset[str]], dict[SeriesKey, _Split]] = {}
 _SPLIT_CACHE_MAX = 50_000
 # Per layout: the label names of a label set -> where its model, key, shard, replica and ``le``
@@ -406,9 +387,10 @@ def _picker(indices: list[int]) -> _Pick:
 
 def clear_caches() -> None:
     """Forget every cached label split and parsed label set (what an engine's first scrape finds)."""
-    _SPLIT_CACHES.clear()
-    _LAYOUTS.clear()
-    _LE_CACHE.clear()
+    with CACHE_LOCK:
+        _SPLIT_CACHES.clear()
+        _LAYOUTS.clear()
+        _LE_CACHE.clear()
     clear_label_caches()
 
 
@@ -422,19 +404,22 @@ class _Builder:
         self.models: dict[str, _ModelAcc] = {}
         self.created: dict[str, dict[SeriesKey, float]] = {}  # the payload's _created values
         config = self.config = (model_label, self.replica_labels, self.shard_labels)
-        cache = _SPLIT_CACHES.get(config)
-        if cache is None:
-            if len(_SPLIT_CACHES) > 64:
-                _SPLIT_CACHES.clear()
-                _LAYOUTS.clear()
-            cache = _SPLIT_CACHES[config] = {}
-        elif len(cache) > _SPLIT_CACHE_MAX:
-            cache.clear()
-        self.split_cache = cache
-        layouts = _LAYOUTS.get(config)
-        if layouts is None or len(layouts) > _SPLIT_CACHE_MAX:
-            layouts = _LAYOUTS[config] = {}
-        self.layouts = layouts
+        # Shared by the engines' digest threads (a read is one lookup; writes under the lock). An
+        # entry is a pure function of its label set, so two threads adding the same one agree.
+        with CACHE_LOCK:
+            cache = _SPLIT_CACHES.get(config)
+            if cache is None:
+                if len(_SPLIT_CACHES) > 64:
+                    _SPLIT_CACHES.clear()
+                    _LAYOUTS.clear()
+                cache = _SPLIT_CACHES[config] = {}
+            elif len(cache) > _SPLIT_CACHE_MAX:
+                cache.clear()
+            self.split_cache = cache
+            layouts = _LAYOUTS.get(config)
+            if layouts is None or len(layouts) > _SPLIT_CACHE_MAX:
+                layouts = _LAYOUTS[config] = {}
+            self.layouts = layouts
 
     def _split_new(self, labels: SeriesKey) -> _Split:
         names = tuple(map(_first, labels))
@@ -445,8 +430,8 @@ class _Builder:
         model = labels[model_i][1] if model_i >= 0 else ""
         key = key_of(labels) if key_of is not None else ()
         shard = shard_of(labels) if shard_of is not None else ()
-        hit = (model, key, shard, replica_of(labels) if replica_of is not None else (),
-               _le_value(labels[le_i][1]) if le_i >= 0 else None, (model, key, shard))  # fmt: skip
+        hit = LabelSplit(model, key, shard, replica_of(labels) if replica_of is not None else (),
+                         _le_value(labels[le_i][1]) if le_i >= 0 else None, (model, key, shard))
         self.split_cache[labels] = hit
         return hit
 
@@ -475,12 +460,13 @@ class _Builder:
             acc = self.models[name] = _ModelAcc()
         return acc
 
-    def add(self, canonical: str, mapping: MetricMapping, samples: list[Sample], tag: SeriesKey = ()) -> None:
+    def add(self, canonical: str, mapping: MetricMapping, part_key: PartKey, samples: list[Sample],
+            tag: SeriesKey = ()) -> None:
         if mapping.kind == "histogram":
-            self._add_histogram(canonical, mapping, samples)
+            self._add_histogram(mapping, part_key, samples)
             return
         scale = mapping.scale
-        match = mapping.match
+        match = _match_plan(mapping.match) if mapping.match else None
         # model -> series key -> max over shards
         per_model: dict[str, dict[SeriesKey, float]] = {}
         born: dict[str, dict[SeriesKey, float]] = {}
@@ -559,12 +545,13 @@ class _Builder:
         hit = self.split_cache.get(labels)
         return hit if hit is not None else self._split_new(labels)
 
-    def _add_histogram(self, canonical: str, mapping: MetricMapping, samples: list[Sample]) -> None:
+    def _add_histogram(self, mapping: MetricMapping, part_key: PartKey, samples: list[Sample]) -> None:
         # Grouped into series by a plan kept per engine (normmemo.py): the hot loop of a large payload.
-        match = mapping.match
-        keep = (lambda labels: _match(labels, match)) if match else None
-        out, replicas = self.memo.series(canonical, id(mapping), self.config, samples, self._split, keep,
-                                    lambda h: _hist_build(h, mapping.scale), _hist_size)
+        canonical = part_key[0]
+        plan = _match_plan(mapping.match) if mapping.match else None
+        keep = (lambda labels: _match(labels, plan)) if plan else None
+        out, replicas = self.memo.series(part_key, self.config, samples, self._split, keep,
+                                         lambda h: _hist_build(h, mapping.scale), _hist_size)
         for model, reps in replicas.items():
             self._model(model).replicas.update(reps)
         for model, series in out.items():

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from console.telemetry.promtext import Family, ParseResult, Sample
+from console.telemetry.metrics.promtext import Family, ParseResult, Sample
 
 __all__ = ["parse_trtllm_json"]
 

@@ -5,6 +5,7 @@ that let the parser skip a line with one ``startswith``. Pure functions over nam
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Container
 
 __all__ = ["CHILD_SUFFIXES", "expand_wanted"]
@@ -26,15 +27,17 @@ def expand_wanted(wanted: Container[str]) -> tuple[Container[str], tuple[str, ..
         prefixes = [n for n in sorted(names) if n and not any(n.startswith(m) for m in names if m and m != n)]
         out: tuple[Container[str], tuple[str, ...] | None] = (accept, None if "" in names else (*prefixes, "#"))
         if isinstance(wanted, frozenset):
-            if len(_CACHE) > 64:
-                _CACHE.clear()
-            _CACHE[wanted] = out
+            with _LOCK:  # shared by the engines' digest threads: a read is one lookup, writes lock
+                if len(_CACHE) > 64:
+                    _CACHE.clear()
+                _CACHE[wanted] = out
         return out
     # An arbitrary container: test each line's name and its suffix-stripped base against it.
     return _StrippingContainer(wanted), None
 
 
 _CACHE: dict[frozenset[str], tuple[Container[str], tuple[str, ...] | None]] = {}
+_LOCK = threading.Lock()
 
 
 class _StrippingContainer:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any, Protocol
 
-from console.telemetry.promtext import Sample
+from console.telemetry.metrics.promtext import Sample
 
 __all__ = ["adopt_unlabelled", "from_label", "label_items"]
 
