@@ -142,8 +142,12 @@ def test_https_engines_share_one_tls_context() -> None:
 
 def test_one_host_round_lists_the_processes_once(monkeypatch: pytest.MonkeyPatch) -> None:
     n = 6
-    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                              start_new_session=True, stdout=subprocess.PIPE)
              for _ in range(n)]
+    # Read them once they are running Python: just after exec a process holds under 1 MB.
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == b"up\n"
     try:
         hub = Hub(_engines(f"http://127.0.0.1:{free_port()}", n, [p.pid for p in procs]), refresh=1.0,
                   gpu_source="none")
