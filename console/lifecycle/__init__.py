@@ -8,10 +8,13 @@ SIGKILL, GPU release), ``inventory`` (`ps`: what runs on the host, quick probes)
 (containers handed to enginedeck), ``slot`` (one instance's state and locks), ``phases`` (the pure
 phase machine), ``state``, ``logs`` (bounded log buffer), ``audit``, ``launch`` (templating of the
 launch), ``terminal_loss``, ``cli_support`` (the headless commands' shared path),
-``remote_docker`` (a remote host's Docker engines, through its forwarded socket).
+``remote_docker`` (a remote host's Docker engines, through its forwarded socket), ``probe`` (the
+readiness probe).
 
 May import: the core (config, profiles, model, secrets, paths), ``console.telemetry.gpu.nvml``
-(GPU release) and ``console.remote.tunnel`` (the ssh forwards); never Textual or ``console.ui``.
+(GPU release), ``console.telemetry.engine.scrape`` and ``console.transport`` (the readiness probe
+fetches and reads bodies as the scraper does) and ``console.remote.tunnel`` (the ssh forwards);
+never Textual or ``console.ui``.
 """
 
 from console.lifecycle.audit import AuditEntry, AuditLog

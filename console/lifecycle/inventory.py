@@ -215,10 +215,7 @@ def same_address(a: str, b: str) -> bool:
 
 def quick_phase(url: str, prof: EngineProfile, key: str | None = None) -> str:
     """One readiness probe of an engine found on the host, as a phase word for `ps`."""
-    import httpx
-
-    with httpx.Client(timeout=QUICK_PROBE_TIMEOUT, trust_env=False) as http:
-        r = probe_ready(http, url, prof.health.ready_path, ready_key(prof, key))
+    r = probe_ready(url, prof.health.ready_path, ready_key(prof, key), timeout=QUICK_PROBE_TIMEOUT)
     if r.ready:
         return Phase.READY.value
     if r.kind == "http" and r.status in (401, 403):

@@ -1,18 +1,25 @@
 """Readiness probe: one GET of the profile's ready path, classified for the phase machine.
 
-Only phases are decided here; metrics scraping belongs to the telemetry hub.
+Only phases are decided here; metrics scraping belongs to the telemetry hub. The request goes
+through the same client and the same body reading as the scraper's (``console.telemetry.engine.scrape``:
+the error body's message, the model list), and "refused" is read from the failure's kind, not its text.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
-import httpx
-
 from console.lifecycle.phases import ProbeResult
+from console.telemetry.engine.scrape import MAX_JSON_BYTES, Failure, Fetched, error_message, fetch, model_ids
+from console.transport.http import HTTPClient
 
 if TYPE_CHECKING:
     from console.profiles import EngineProfile
+
+# docker's userland proxy accepts the connection and drops it while nothing listens in the container:
+# the same situation as "connection refused" on a bare port.
+_DROPPED = "connection dropped (nothing listening behind the published port)"
 
 
 def ready_key(profile: EngineProfile, key: str | None) -> str | None:
@@ -20,57 +27,58 @@ def ready_key(profile: EngineProfile, key: str | None) -> str | None:
     return key if key and profile.path_needs_key(profile.health.ready_path) else None
 
 
-def count_models(payload: object) -> int:
-    """Models listed by an OpenAI-style /v1/models answer ({"data": [...]}, or {"models": [...]})."""
-    if isinstance(payload, dict):
-        for key in ("data", "models"):
-            items = payload.get(key)
-            if isinstance(items, list):
-                return len(items)
-    return 0
-
-
-def _error_message(resp: httpx.Response) -> str:
-    try:
-        body = resp.json()
-    except ValueError:
-        return resp.text.strip().splitlines()[0][:120] if resp.text.strip() else ""
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict):
-            return str(err.get("message", ""))[:120]
-        if isinstance(err, str):
-            return err[:120]
-        if "message" in body:
-            return str(body["message"])[:120]
-    return ""
-
-
-def probe_ready(client: httpx.Client, base_url: str, ready_path: str, api_key: str | None = None) -> ProbeResult:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        resp = client.get(base_url.rstrip("/") + ready_path, headers=headers)
-    except httpx.ConnectError as exc:
-        text = str(exc).lower()
-        if "refused" in text or "errno 111" in text:
+def classify(got: Fetched) -> ProbeResult:
+    """One exchange as the phase machine reads it."""
+    if got.status is None:
+        if got.failure is Failure.REFUSED:
             return ProbeResult("refused")
-        return ProbeResult("error", detail=str(exc)[:120])
-    except httpx.TimeoutException:
-        return ProbeResult("timeout", detail="no answer within the probe timeout")
-    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        # Docker's userland proxy accepts the connection and drops it while nothing listens in the
-        # container: the same situation as "connection refused" on a bare port.
-        text = str(exc).lower()
-        if "without sending a response" in text or "reset by peer" in text or "errno 104" in text:
-            return ProbeResult("refused", detail="connection dropped (nothing listening behind the published port)")
-        return ProbeResult("error", detail=f"{type(exc).__name__}: {exc}"[:120])
-    except httpx.HTTPError as exc:
-        # A server that accepts and drops the connection while starting up.
-        return ProbeResult("error", detail=f"{type(exc).__name__}: {exc}"[:120])
-    if resp.status_code == 200:
+        if got.failure is Failure.CLOSED_EARLY:
+            return ProbeResult("refused", detail=_DROPPED)
+        if got.failure is Failure.NO_ANSWER:
+            return ProbeResult("timeout", detail="no answer within the probe timeout")
+        return ProbeResult("error", detail=got.error[:120])
+    if got.status == 200:
+        return ProbeResult("http", 200, len(model_ids(got.body)) if got.ok else 0, detail=got.error[:120])
+    return ProbeResult("http", got.status, detail=got.error[:120] or error_message(got.body))
+
+
+class ReadyProbe:
+    """Probes one engine's ready path from a blocking caller (a watcher's thread, a command), over one
+    kept-alive connection, on an event loop of its own. Close it when done."""
+
+    def __init__(self, base_url: str, ready_path: str, api_key: str | None = None, *, timeout: float) -> None:
+        self.ready_path = ready_path
+        self.timeout = timeout
+        self._auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._bad_url = ""
+        self._client: HTTPClient | None = None
         try:
-            models = count_models(resp.json())
-        except ValueError:
-            models = 0
-        return ProbeResult("http", 200, models)
-    return ProbeResult("http", resp.status_code, detail=_error_message(resp))
+            self._client = HTTPClient(base_url, connect_timeout=timeout)
+        except ValueError as exc:  # a URL the client cannot use (a port out of range)
+            self._bad_url = str(exc)[:120]
+        self._loop = asyncio.new_event_loop()
+
+    def probe(self) -> ProbeResult:
+        if self._client is None:
+            return ProbeResult("error", detail=self._bad_url)
+        got = self._loop.run_until_complete(
+            fetch(self._client, self.ready_path, self._auth, max_bytes=MAX_JSON_BYTES, timeout=self.timeout))
+        return classify(got)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        self._loop.run_until_complete(asyncio.sleep(0))  # let the aborted transports finish closing
+        self._loop.close()
+
+    def __enter__(self) -> ReadyProbe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def probe_ready(base_url: str, ready_path: str, api_key: str | None = None, *, timeout: float) -> ProbeResult:
+    """One probe on a connection of its own."""
+    with ReadyProbe(base_url, ready_path, api_key, timeout=timeout) as probe:
+        return probe.probe()

@@ -10,12 +10,10 @@ import threading
 import time
 from collections.abc import Callable
 
-import httpx
-
 from console.lifecycle.backend import ExitInfo, Found, Handle
 from console.lifecycle.errors import LifecycleError
 from console.lifecycle.phases import Verdict, ending_of
-from console.lifecycle.probe import probe_ready, ready_key
+from console.lifecycle.probe import ReadyProbe, probe_ready, ready_key
 from console.lifecycle.slot import Slot
 from console.lifecycle.state import RUNNING_PHASES, STARTING_PHASES
 from console.model import Phase
@@ -52,8 +50,8 @@ class Watcher:
     # ----------------------------------------------------------------- probes and supervision
     def probe_once(self, slot: Slot) -> None:
         inst = slot.inst
-        with httpx.Client(timeout=PROBE_TIMEOUT, trust_env=False) as http:
-            result = probe_ready(http, inst.url, inst.profile.health.ready_path, ready_key(inst.profile, inst.api_key))
+        key = ready_key(inst.profile, inst.api_key)
+        result = probe_ready(inst.url, inst.profile.health.ready_path, key, timeout=PROBE_TIMEOUT)
         with slot.lock:
             slot.machine.probe(result)
 
@@ -90,7 +88,7 @@ class Watcher:
     def _supervisor(self, slot: Slot, handle: Handle, gen: int) -> None:
         inst = slot.inst
         key = ready_key(inst.profile, slot.spec.api_key if slot.spec else inst.api_key)
-        with httpx.Client(timeout=PROBE_TIMEOUT, trust_env=False) as http:
+        with ReadyProbe(inst.url, inst.profile.health.ready_path, key, timeout=PROBE_TIMEOUT) as probe:
             while not self._closed.is_set() and slot.generation == gen:
                 with slot.lock:
                     stopping = slot.stopping
@@ -108,7 +106,7 @@ class Watcher:
                         return
                     phase = slot.state.phase
                     if phase in STARTING_PHASES or phase in RUNNING_PHASES:
-                        result = probe_ready(http, inst.url, inst.profile.health.ready_path, key)
+                        result = probe.probe()
                         with slot.lock:
                             if slot.generation == gen and not slot.stopping:
                                 slot.machine.probe(result)

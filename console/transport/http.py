@@ -211,6 +211,14 @@ class _Conn(asyncio.BufferedProtocol):
         # marked as seen, so asyncio does not log "Future exception was never retrieved" for it.
         for fut in (self._headers_fut, self._done_fut):
             fut.add_done_callback(_seen)
+        if self.closed:
+            # Closed between connect and now: docker-proxy accepts and at once resets a connection
+            # while nothing listens in the container. Writing to the closed transport would be
+            # dropped silently and the request would wait out its whole timeout.
+            err = ClosedEarly("connection closed by server before the request was sent")
+            self._headers_fut.set_exception(err)
+            self._done_fut.set_exception(err)
+            return self._headers_fut, self._done_fut
         self._sink = sink
         # A sink may want the status and headers before the body (e.g. to pick a decoder).
         self._on_headers = getattr(sink, "on_headers", None)
