@@ -144,49 +144,59 @@ def _api_key(profile: Any, env_name: str | None) -> str | None:
 
 
 def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]:
-    import httpx
+    """The payload at ``url`` and the URL that answered, fetched as the console scrapes (the same
+    client, body decoding and caps), following redirects only within the origin."""
+    import asyncio
 
     from console.errors import UserError
-    from console.transport.bodies import ACCEPT_ENCODING
+    from console.telemetry.engine.scrape import Failure, fetch
+    from console.transport.http import HTTPClient
 
     parts = urlsplit(url)
     if parts.path in ("", "/"):
         url = url.rstrip("/") + profile.metrics.path
     key = _api_key(profile, api_key_env)
-    headers = {"Accept": "text/plain;version=0.0.4, application/json;q=0.5, */*;q=0.1",
-               "Accept-Encoding": ACCEPT_ENCODING}
+    headers = {"Accept": "text/plain;version=0.0.4, application/json;q=0.5, */*;q=0.1"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
+    origin = "{}://{}".format(*_origin(url))
     try:
-        with httpx.Client(timeout=TIMEOUT_S, follow_redirects=False) as client:
-            answered = url
-            for _hop in range(MAX_REDIRECTS + 1):
-                resp = client.send(client.build_request("GET", answered, headers=headers), stream=True)
-                try:
-                    if not resp.is_redirect:
-                        if resp.status_code != 200:
-                            raise UserError(_http_error(profile, answered, resp.status_code, key is not None))
-                        data = _bounded(resp, url)
-                        break
-                    # Another host's numbers are not this engine's (the console and `status` do not
-                    # follow such a redirect either): a redirect is followed only within the origin.
-                    target = urljoin(answered, resp.headers.get("location", ""))
-                    if _origin(target) != _origin(answered):
-                        raise UserError(f"{answered}: HTTP {resp.status_code} redirects to another host ({target}); "
-                                        "not followed: inspect that URL itself if it is the engine")
-                    answered = target
-                finally:
-                    resp.close()
-            else:
-                raise UserError(f"{url}: more than {MAX_REDIRECTS} redirects")
-    except httpx.ConnectError as exc:
-        reason = "connection refused" if "refused" in str(exc).lower() else f"cannot connect ({exc})"
-        raise UserError(f"{url}: {reason}") from None
-    except httpx.TimeoutException:
-        raise UserError(f"{url}: no answer within {TIMEOUT_S:g} s") from None
-    except httpx.HTTPError as exc:
-        raise UserError(f"{url}: {type(exc).__name__}: {exc}") from None
-    return data, answered
+        client = HTTPClient(origin, connect_timeout=TIMEOUT_S)
+    except ValueError:
+        raise UserError(f"{url}: not an http(s) URL") from None
+
+    async def follow() -> tuple[bytes, str]:
+        answered = url
+        for _hop in range(MAX_REDIRECTS + 1):
+            target = urlsplit(answered)
+            path = (target.path or "/") + (f"?{target.query}" if target.query else "")
+            got = await fetch(client, path, headers, max_bytes=MAX_BYTES, timeout=TIMEOUT_S)
+            if got.status is None:
+                reason = "connection refused" if got.failure is Failure.REFUSED else got.error
+                raise UserError(f"{answered}: {reason}")
+            if got.status in (301, 302, 303, 307, 308) and got.location:
+                # Another host's numbers are not this engine's (the console and `status` do not
+                # follow such a redirect either): a redirect is followed only within the origin.
+                nxt = urljoin(answered, got.location)
+                if _origin(nxt) != _origin(answered):
+                    raise UserError(f"{answered}: HTTP {got.status} redirects to another host ({nxt}); "
+                                    "not followed: inspect that URL itself if it is the engine")
+                answered = nxt
+                continue
+            if got.status != 200:
+                raise UserError(_http_error(profile, answered, got.status, key is not None))
+            if got.error:  # over the size cap, or an encoding that cannot be undone
+                raise UserError(f"{answered}: {got.error}")
+            return got.body, answered
+        raise UserError(f"{url}: more than {MAX_REDIRECTS} redirects")
+
+    async def run() -> tuple[bytes, str]:
+        try:
+            return await follow()
+        finally:
+            client.close()
+
+    return asyncio.run(run())
 
 
 MAX_REDIRECTS = 5
@@ -195,19 +205,6 @@ MAX_REDIRECTS = 5
 def _origin(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     return parts.scheme, parts.netloc.lower()
-
-
-def _bounded(resp: Any, url: str) -> bytes:
-    from console.errors import UserError
-    from console.transport.bodies import BodyError, BoundedBody
-
-    try:
-        body = BoundedBody(resp.headers.get("content-encoding", ""), MAX_BYTES)
-        for chunk in resp.iter_raw():
-            body.feed(chunk)
-        return body.result()
-    except BodyError as exc:
-        raise UserError(f"{url}: {exc}") from None
 
 
 def _http_error(profile: Any, url: str, status: int, sent_key: bool) -> str:

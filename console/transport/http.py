@@ -8,9 +8,12 @@ no task switch and no line iterator per event. Connections are kept alive and re
 (one request at a time per connection); ``TCP_NODELAY`` is set (Nagle's algorithm waiting on the
 server's delayed ACK adds 40-80 ms stalls to small writes otherwise).
 
-The telemetry probes (``console/telemetry/engine/scrape.py``) use it too: a metrics payload costs a fraction
-of the CPU to fetch here that it costs through httpx (``benchmarks/scrape_path.py``), and the live
-console then imports no httpx.
+Every request to an engine goes through it: the telemetry probes (``console/telemetry/engine/scrape.py``),
+the lifecycle's readiness probe and ``inspect-metrics`` (both through ``scrape.fetch``). A metrics
+payload costs a fraction of the CPU to fetch here that it costs through httpx
+(``benchmarks/scrape_path.py``), and the live console then imports no httpx. httpx stays only for the
+Prometheus and Kubernetes API sources: blocking API clients called from worker threads, with a
+cluster's own CA file, where one request per period makes its CPU cost immaterial.
 
 It is kept because it measures better: ``benchmarks/client_capacity.py`` runs it against aiohttp
 with everything else the same (orjson bodies encoded beforehand, ``sse.py``, the same sink), and

@@ -51,6 +51,7 @@ class Fetched:
     content_type: str = ""
     elapsed: float = 0.0
     failure: Failure | None = None
+    location: str = ""  # a redirect's Location header, for a caller that follows redirects itself
 
     @property
     def ok(self) -> bool:
@@ -166,10 +167,11 @@ class _CappedBody:
         return self._body.result() if self._body is not None else b""
 
 
-async def fetch(client: HTTPClient, path: str, auth: dict[str, str], *, max_bytes: int, timeout: float) -> Fetched:
-    """GET one path through ``client``: the body decoded from any Content-Encoding, capped before and
-    after decoding; every failure a ``Fetched`` with its kind, never an exception."""
-    headers = {"Accept": "*/*", "Accept-Encoding": ACCEPT_ENCODING, **auth}
+async def fetch(client: HTTPClient, path: str, headers: dict[str, str], *, max_bytes: int, timeout: float) -> Fetched:
+    """GET one path through ``client`` with ``headers`` (a key, a narrower Accept): the body decoded
+    from any Content-Encoding, capped before and after decoding; every failure a ``Fetched`` with its
+    kind, never an exception. Redirects are not followed (``location`` says where to)."""
+    headers = {"Accept": "*/*", "Accept-Encoding": ACCEPT_ENCODING, **headers}
     sink = _CappedBody(max_bytes)
     start = time.perf_counter()
     try:
@@ -189,7 +191,7 @@ async def fetch(client: HTTPClient, path: str, auth: dict[str, str], *, max_byte
     except BodyError as exc:
         return Fetched(resp.status, error=str(exc), elapsed=time.perf_counter() - start, failure=Failure.BODY_REFUSED)
     return Fetched(resp.status, data, content_type=resp.headers.get("content-type", ""),
-                   elapsed=time.perf_counter() - start)
+                   elapsed=time.perf_counter() - start, location=resp.headers.get("location", ""))
 
 
 class EngineProbe:
