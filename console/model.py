@@ -78,6 +78,12 @@ def aged(f: Freshness, now: float, allowed: float, reason: str) -> Freshness:
     return Freshness(SourceState.STALE, updated_at=f.updated_at, stale_since=f.updated_at, reason=reason)
 
 
+def went_stale(prev: Freshness, now: float, reason: str, state: SourceState = SourceState.STALE) -> Freshness:
+    """``prev`` after a failed collection at ``now``: stale since the first failure of this run."""
+    since = prev.stale_since if prev.stale and prev.stale_since is not None else now
+    return Freshness(state, updated_at=prev.updated_at, stale_since=since, reason=reason)
+
+
 @dataclass(frozen=True, slots=True)
 class Quantiles:
     """Windowed histogram quantiles (seconds). ``low_sample`` when the window had few observations."""

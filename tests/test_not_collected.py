@@ -8,10 +8,10 @@ from dataclasses import replace
 import orjson
 
 from console.config import parse_engine_ref
-from console.model import NOT_COLLECTED, FleetSnapshot, SourceState
+from console.model import NOT_COLLECTED, FleetSnapshot, SourceState, went_stale
 from console.status_doc import status_doc
 from console.status_parse import snapshot_from_doc
-from console.telemetry.engine.collector import EngineCollector, fresh, went_stale
+from console.telemetry.engine.collector import EngineCollector, fresh
 
 
 def test_only_a_source_that_has_not_had_its_turn_is_pending() -> None:

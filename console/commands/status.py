@@ -18,7 +18,11 @@ import contextlib
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from console.model import FleetSnapshot
+    from console.telemetry.source import FleetSource, LiveSource
 
 EXIT_OK, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_METRICS, EXIT_CRITICAL = 0, 1, 2, 3, 4
 
@@ -73,20 +77,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"enginedeck: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
     gpu_source = args.gpus or cfg.console.gpu_source
-    hub: Any = Hub(instances, refresh=args.refresh, gpu_source=gpu_source, alerts=alerts)
+    local = Hub(instances, refresh=args.refresh, gpu_source=gpu_source, alerts=alerts)
+    hub: LiveSource = local
+    remote = None
     if hosts or sources:  # [hosts.*]: each host's own `enginedeck status` over ssh, merged (console/remote)
         from console.remote.fleet import RemoteFleet
 
-        hub = RemoteFleet(hosts, local=hub if instances else None, refresh=args.refresh, sources=sources)
+        hub = remote = RemoteFleet(hosts, local=local if instances else None, refresh=args.refresh, sources=sources)
     if hosts:  # SIGHUP/SIGTERM unwind through `finally`: the hosts' ssh process groups end with us
         _exit_on_hangup()
     hub.start()
     try:
         deadline = time.monotonic() + args.sample
         hub.wait_published(timeout=max(args.sample, 3.0) + 2.0)
-        if hosts or sources:
-            hub.wait_hosts(deadline + 15.0)
-            hub.publish()
+        if remote is not None:
+            remote.wait_hosts(deadline + 15.0)
+            remote.publish()
         if instances:
             wait_until_collected(hub, deadline + 3.0)
         time.sleep(max(0.0, deadline - time.monotonic()))
@@ -123,7 +129,7 @@ def _no_engines_reason(cfg: Any) -> str:
             "or pass --engine PROFILE@URL")
 
 
-def wait_until_collected(hub: Any, deadline: float) -> None:
+def wait_until_collected(hub: FleetSource, deadline: float) -> None:
     """Wait until every engine has been probed once (its health has a verdict) and the host is in."""
     while time.monotonic() < deadline:
         snap = hub.latest()
@@ -132,7 +138,7 @@ def wait_until_collected(hub: Any, deadline: float) -> None:
         time.sleep(0.05)
 
 
-def _report(hub: Any, args: argparse.Namespace) -> int:
+def _report(hub: FleetSource, args: argparse.Namespace) -> int:
     from console.status_doc import status_json
 
     snap = hub.latest()
@@ -143,7 +149,7 @@ def _report(hub: Any, args: argparse.Namespace) -> int:
     return exit_code(snap)
 
 
-def exit_code(snap: Any) -> int:
+def exit_code(snap: FleetSnapshot) -> int:
     """2 unreachable, else 3 metrics unreadable, else 4 a critical alert firing, else 0."""
     from console.model import AlertState
 

@@ -1,10 +1,12 @@
-"""The hub: schedules every collector, keeps bounded history, publishes fleet snapshots.
+"""The hub: schedules every collector and assembles fleet snapshots from its parts.
 
 It runs its own asyncio loop in a background thread, so neither the TUI nor a headless command
 ever waits on an engine, NVML or the host. Each engine has its own collector task with its own
-period and timeouts; GPUs and the host have theirs; a slow or dead source only marks its own
-data stale. Every ``refresh`` seconds the latest parts are combined into one ``FleetSnapshot``,
-appended to history and handed to subscribers.
+period and timeouts (scheduled here); the GPU side (``gpu/side.py``: NVML or simulated GPUs, which
+engine holds which) and the host side (``host/side.py``: host and per-engine process stats) run
+their own loops; a slow or dead source only marks its own data stale. Every ``refresh`` seconds
+the latest parts are combined into one ``FleetSnapshot`` (with what engine control knows of each
+engine) and handed to the fan-out (``fanout.py``), which keeps the history and tells subscribers.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
 
 from console.config import EngineInstance
 from console.model import (
@@ -26,12 +27,9 @@ from console.model import (
     Alert,
     EngineSnapshot,
     FleetSnapshot,
-    Freshness,
     GpuFleet,
-    HostSnapshot,
     LifecycleView,
     Phase,
-    SourceState,
 )
 from console.telemetry.engine.collector import (
     NO_FOREGROUND,
@@ -40,18 +38,13 @@ from console.telemetry.engine.collector import (
     innermost,
     mark_late,
     mark_unanswered,
-    went_stale,
 )
 from console.telemetry.fanout import FanOut
 from console.telemetry.gpu.energy import EnergyMeter
+from console.telemetry.gpu.side import GpuSide, GpuSourceKind
+from console.telemetry.host.side import HostSide
 from console.telemetry.metrics.history import CHART_POINTS, History
 from console.telemetry.source import ENGINE_SCHEMA, ENGINE_SERIES, Listener, PayloadListener
-
-if TYPE_CHECKING:  # imported where used: the GPU side loads only with its source
-    from console.telemetry.gpu.nvml import NvmlPoller
-    from console.telemetry.gpu.simgpu import SimulatedGpus
-
-GpuSourceKind = Literal["nvml", "simulated", "none"]
 
 log = logging.getLogger(__name__)
 # Records go to whatever the application configures; never to stderr by default (a TUI owns it).
@@ -88,9 +81,6 @@ class Hub:
         self._instances = list(instances)
         self._refresh = refresh
         self._paused = False
-        self._gpu_kind = gpu_source
-        self._gpu_assignment = dict(gpu_assignment or {inst.name: inst.gpus for inst in instances if inst.gpus})
-        self._sim_gpu_count = simulated_gpu_count
         self._pids_of = pids_of
         self._lifecycle_phase = lifecycle_phase
         self._lifecycle_seen: dict[str, Phase] = {}
@@ -104,6 +94,10 @@ class Hub:
         self._collectors: dict[str, EngineCollector] = {}
         # When each engine's collection in progress began (wall clock); None between collections.
         self._asked_at: dict[str, float | None] = {}
+        # The GPUs (NVML or simulated; which engine holds which) and the host are parts of their own.
+        assignment = gpu_assignment or {inst.name: inst.gpus for inst in instances if inst.gpus}
+        self._gpu_side = GpuSide(gpu_source, assignment, engines=self._engines_now, simulated_count=simulated_gpu_count)
+        self._host_side = HostSide(self._engine_pids)
         now = time.time()
         self._engines: dict[str, EngineSnapshot] = {
             inst.name: EngineSnapshot(
@@ -113,37 +107,24 @@ class Hub:
                 taken_at=now,
                 simulated=inst.config.simulated,
                 managed=inst.managed,
-                gpus=self._gpu_assignment.get(inst.name, inst.gpus),
+                gpus=self._gpu_side.assignment.get(inst.name, inst.gpus),
                 pids=inst.pids,
                 metrics_freshness=NOT_COLLECTED,
                 health_freshness=NOT_COLLECTED,
             )
             for inst in self._instances
         }
-        self._gpus = GpuFleet(
-            source="simulated" if gpu_source == "simulated" else "nvml",
-            freshness=NOT_COLLECTED,
-        )
-        if gpu_source == "none":
-            self._gpus = GpuFleet(
-                source="none",
-                unavailable_reason="GPU monitoring disabled",
-                freshness=Freshness(SourceState.UNAVAILABLE, reason="GPU monitoring disabled"),
-            )
-        self._host: HostSnapshot | None = None
         # Handing out snapshots and payloads is the fan-out's job (fanout.py).
-        self._fanout = FanOut(FleetSnapshot(taken_at=now, engines=tuple(self._engines.values()), gpus=self._gpus),
+        self._fanout = FanOut(FleetSnapshot(taken_at=now, engines=tuple(self._engines.values()),
+                                            gpus=self._gpu_side.latest()),
                               History(capacity=history_capacity), record)
         self.history = self._fanout.history
         self._energy = EnergyMeter()
         self._detail: str | None = None  # the engine whose every raw series is collected (set_detail)
-        # Set once every engine has answered (or failed) once, and once the GPUs have: the first
-        # snapshot waits for them. Made afresh by each run of the loop (``_main``).
+        # Set once every engine has answered (or failed) once: the first snapshot waits for them.
+        # Made afresh by each run of the loop (``_collect_all``), with the engines answered so far.
         self._first_round = asyncio.Event()
-        self._gpu_first = asyncio.Event()
-        self._proc_stats: dict[str, tuple[float | None, int | None]] = {}  # engine -> (CPU %, RSS)
-        self._nvml_poller: NvmlPoller | None = None
-        self._simgpu: SimulatedGpus | None = None
+        self._collected: set[str] = set()
 
     # -- FleetSource -------------------------------------------------------------------------
 
@@ -206,6 +187,11 @@ class Hub:
 
     # -- the loop ----------------------------------------------------------------------------
 
+    def _pacer(self) -> Callable[[], Awaitable[None]]:
+        """A part's sleep between rounds: one refresh period, or less when poked (``set_refresh``)."""
+        wake = self._new_wake()
+        return lambda: self._nap(wake, self._refresh)
+
     def _poke(self) -> None:
         """Wake every sleeping loop (publishing, each engine, host, GPUs) at once."""
         loop = self._loop
@@ -244,7 +230,7 @@ class Hub:
             await self._collect_all(digesters)
         finally:
             digesters.shutdown(wait=False, cancel_futures=True)
-        self._close_sources()
+        self._gpu_side.close()
 
     async def _collect_all(self, digesters: Executor) -> None:
         assert self._stop is not None
@@ -260,14 +246,14 @@ class Hub:
                 c.wake = self._new_wake()
                 self._collectors[inst.name] = c
             self._first_round = asyncio.Event()
-            self._gpu_first = asyncio.Event()
-            self._collected: set[str] = set()
+            self._collected = set()
+            self._gpu_side.reset()
             if not self._collectors:
                 self._first_round.set()
             tasks = [asyncio.create_task(self._engine_loop(c)) for c in self._collectors.values()]
-            tasks.append(asyncio.create_task(self._host_loop()))
-            if self._gpu_kind == "nvml":
-                tasks.append(asyncio.create_task(self._nvml_loop()))
+            tasks.append(asyncio.create_task(self._host_side.run(self._pacer())))
+            if self._gpu_side.polled:
+                tasks.append(asyncio.create_task(self._gpu_side.run(self._pacer())))
             tasks.append(asyncio.create_task(self._publish_loop()))
             await self._stop.wait()
             for t in tasks:
@@ -305,7 +291,7 @@ class Hub:
                 else:
                     last_error = ""
                 with self._lock:
-                    gpus = self._gpu_assignment.get(c.instance.name, snap.gpus)
+                    gpus = self._gpu_side.assignment.get(c.instance.name, snap.gpus)
                     self._engines[c.instance.name] = replace(snap, gpus=gpus)
                     self._asked_at[c.instance.name] = None
                 if not self._first_round.is_set():
@@ -318,80 +304,12 @@ class Hub:
             assert c.wake is not None
             await self._nap(c.wake, max(0.05, c.period - elapsed))
 
-    async def _host_loop(self) -> None:
-        from console.telemetry.host.usage import HostSource
-
-        source = HostSource()
-        wake = self._new_wake()
-        while True:
-            try:
-                host = await asyncio.wait_for(asyncio.to_thread(self._collect_host, source), timeout=2.0)
-            except TimeoutError:
-                prev = self._host
-                if prev is not None:
-                    now = time.time()
-                    host = replace(prev, freshness=went_stale(prev.freshness, now, "host stats timed out"))
-                else:
-                    await self._nap(wake, self._refresh)
-                    continue
-            with self._lock:
-                self._host = host
-            await self._nap(wake, self._refresh)
-
-    def _collect_host(self, source: Any) -> HostSnapshot:
-        """Host stats, plus CPU and memory of every engine whose process ids are known."""
-        host: HostSnapshot = source.collect()
-        with self._lock:
-            engines = dict(self._engines)
-        pids = {name: p for name, e in engines.items() if (p := self._current_pids(e))}
-        stats = source.process_stats_many(pids)
-        with self._lock:
-            self._proc_stats = {n: (st.cpu_percent, st.rss_bytes) for n, st in stats.items()}
-        return host
-
-    async def _nvml_loop(self) -> None:
-        from console.telemetry.gpu.nvml import NvmlPoller
-
-        poller = NvmlPoller()
-        self._nvml_poller = poller
-        wake = self._new_wake()
-        while True:
-            # apoll() waits at most its own deadline; a hung NVML call leaves the last data stale.
-            fleet = await poller.apoll()
-            fleet = self._attribute(fleet)
-            with self._lock:
-                self._gpus = fleet
-            self._gpu_first.set()
-            if fleet.unavailable_reason:
-                await asyncio.sleep(30)  # no driver: nothing will change soon
-            else:
-                await self._nap(wake, self._refresh)
-
-    def _attribute(self, fleet: GpuFleet) -> GpuFleet:
-        from console.telemetry.gpu.attribution import attribute_fleet
-
-        with self._lock:
-            engines = dict(self._engines)
-        if self._pids_of is not None:
-            engines = {n: replace(e, pids=self._current_pids(e)) for n, e in engines.items()}
-        return attribute_fleet(fleet, engines)
-
-    def _simulated_gpus(self, engines: Sequence[EngineSnapshot]) -> GpuFleet:
-        from console.telemetry.gpu.simgpu import SimulatedGpus
-
-        sim = self._simgpu
-        if sim is None:
-            sim = self._simgpu = SimulatedGpus(self._sim_gpu_count, self._gpu_assignment)
-        return sim.step(time.time(), engines)
-
     async def _publish_loop(self) -> None:
         # The first snapshot goes out as soon as every engine has answered (or failed) once, so a
         # screen shows data without waiting a whole refresh period.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._first_round.wait(), timeout=max(self._refresh, 3.0))
-        if self._gpu_kind == "nvml":
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._gpu_first.wait(), timeout=0.5)
+        await self._gpu_side.wait_first()
         while True:
             await self._foreground.opened()  # a snapshot mid-key would repaint the screen the key is changing
             if not self._paused:
@@ -418,6 +336,20 @@ class Hub:
         c = self._collectors.get(name)
         return c.period if c is not None else self._refresh
 
+    def _engines_now(self) -> dict[str, EngineSnapshot]:
+        """The engines as last collected, with their current process ids (for the GPU side)."""
+        with self._lock:
+            engines = dict(self._engines)
+        if self._pids_of is not None:
+            engines = {n: replace(e, pids=self._current_pids(e)) for n, e in engines.items()}
+        return engines
+
+    def _engine_pids(self) -> dict[str, tuple[int, ...]]:
+        """Each engine whose process ids are known, with them (for the host side)."""
+        with self._lock:
+            engines = list(self._engines.values())
+        return {e.name: p for e in engines if (p := self._current_pids(e))}
+
     def _current_pids(self, e: EngineSnapshot) -> tuple[int, ...]:
         if self._pids_of is None:
             return e.pids
@@ -436,13 +368,9 @@ class Hub:
             engines = tuple(self._with_lifecycle(e) for e in engines)
         engines = tuple(mark_unanswered(mark_late(e, now, self._period_of(e.name)), now,
                                         self._asked_at.get(e.name), self._period_of(e.name)) for e in engines)
-        if self._gpu_kind == "simulated":
-            gpus = self._simulated_gpus(engines)
-            with self._lock:
-                self._gpus = gpus
-        engines = self._with_gpus_and_process_stats(engines)
-        with self._lock:
-            snap = FleetSnapshot(taken_at=now, engines=engines, gpus=self._gpus, host=self._host)
+        gpus = self._gpu_side.fleet_for(engines)
+        engines = self._with_gpus_and_process_stats(engines, gpus)
+        snap = FleetSnapshot(taken_at=now, engines=engines, gpus=gpus, host=self._host_side.latest())
         snap = self._energy.update(snap)  # energy per GPU and engine (console/telemetry/gpu/energy.py)
         if self._alerts is not None:
             try:
@@ -451,31 +379,21 @@ class Hub:
                 log.exception("alert evaluation failed")
         self._fanout.publish(snap)
 
-    def _with_gpus_and_process_stats(self, engines: tuple[EngineSnapshot, ...]) -> tuple[EngineSnapshot, ...]:
+    def _with_gpus_and_process_stats(self, engines: tuple[EngineSnapshot, ...], fleet: GpuFleet
+                                     ) -> tuple[EngineSnapshot, ...]:
         """Engines learn which GPUs they hold from the GPU side (attributed processes, or the
-        simulated placement) unless the configuration pinned them, and their processes' CPU/RSS."""
-        from console.telemetry.gpu.attribution import engine_gpus
-
-        held = engine_gpus(self._gpus)
-        sim = self._simgpu
-        if sim is not None:
-            for name, placement in sim.placements.items():
-                held.setdefault(name, tuple(placement.gpus))
-        procs = self._proc_stats
+        simulated placement) unless the configuration pinned them, and their processes' CPU/RSS
+        from the host side."""
+        held = self._gpu_side.holdings(fleet)
+        procs = self._host_side.proc_stats()
         out = []
         for e in engines:
-            gpus = self._gpu_assignment.get(e.name) or held.get(e.name, ())
+            gpus = held.get(e.name, ())
             cpu, rss = procs.get(e.name, (None, None))
             if (gpus, cpu, rss) != (e.gpus, e.cpu_percent, e.rss_bytes):
                 e = replace(e, gpus=gpus, cpu_percent=cpu, rss_bytes=rss)
             out.append(e)
         return tuple(out)
-
-    def _close_sources(self) -> None:
-        poller = self._nvml_poller
-        if poller is not None:
-            with contextlib.suppress(Exception):
-                poller.close()
 
 
 # Lifecycle phases that win over what HTTP probing says (a refused connection cannot tell them apart).

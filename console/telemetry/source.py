@@ -97,6 +97,15 @@ class FleetSource(Protocol):
         """Keep every raw series of engine ``name`` in its snapshots (a reader shows them); None for none."""
 
 
+class LiveSource(FleetSource, Protocol):
+    """A source that collects live (the hub, the merged remote fleet; a replay does not): a headless
+    reader such as ``status`` waits for its first snapshot."""
+
+    def wait_published(self, timeout: float) -> bool:
+        """Block until at least one snapshot has been published; False if ``timeout`` passed first."""
+        ...
+
+
 class PayloadSource(Protocol):
     """A source that also hands out each raw metrics payload it reads (the live hub; a replay does not)."""
 

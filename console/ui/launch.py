@@ -23,6 +23,7 @@ from console.hosts import HostTarget
 from console.sources import KubeTarget, PromTarget
 
 if TYPE_CHECKING:
+    from console.recording.replay import ReplaySource
     from console.telemetry.source import FleetSource
     from console.ui.actions import ActionRegistry
     from console.ui.app import DeckApp
@@ -202,7 +203,7 @@ def recording_writer_factory(settings: ConsoleSettings, instances: Sequence[Engi
     return make
 
 
-def run_replay(source: Any, settings: ConsoleSettings, *, profiles: Mapping[str, Any], simulated: bool,
+def run_replay(source: ReplaySource, settings: ConsoleSettings, *, profiles: Mapping[str, Any], simulated: bool,
                title: str, keys: Mapping[str, Sequence[str]] | None = None, notices: Sequence[str] = ()) -> None:
     """The console on a ``ReplaySource``: read-only ("replay"), no engine control, its clock the
     recorded time. ``notices`` (what of the recording could not be read) show when it opens."""

@@ -163,10 +163,10 @@ def test_one_host_round_lists_the_processes_once(monkeypatch: pytest.MonkeyPatch
             return result
 
         monkeypatch.setattr(platform, "pids", counting)
-        hub._collect_host(source)
+        hub._host_side.collect(source)
         first = scans
-        hub._collect_host(source)
-        stats = dict(hub._proc_stats)
+        hub._host_side.collect(source)
+        stats = dict(hub._host_side.proc_stats())
     finally:
         for p in procs:
             os.killpg(p.pid, signal.SIGKILL)

@@ -27,6 +27,7 @@ from console.model import (
     RawSeries,
     SourceState,
     aged,
+    went_stale,
 )
 from console.model import late_after as model_late_after
 from console.telemetry.engine.scrape import EngineProbe, Health
@@ -60,11 +61,6 @@ def innermost(exc: BaseException) -> BaseException:
 
 def fresh(updated_at: float) -> Freshness:
     return Freshness(SourceState.OK, updated_at=updated_at)
-
-
-def went_stale(prev: Freshness, now: float, reason: str, state: SourceState = SourceState.STALE) -> Freshness:
-    since = prev.stale_since if prev.stale and prev.stale_since is not None else now
-    return Freshness(state, updated_at=prev.updated_at, stale_since=since, reason=reason)
 
 
 def late_after(period: float) -> float:
