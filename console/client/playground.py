@@ -72,17 +72,21 @@ class Turn:
 class Conversation:
     system: str = ""
     messages: list[dict[str, Any]] = field(default_factory=list)  # user/assistant turns
+    # The engine that wrote each assistant turn (kept beside the messages: they go to the API as they are).
+    authors: list[str] = field(default_factory=list)
 
     def request_messages(self, user: str) -> list[dict[str, Any]]:
         msgs: list[dict[str, Any]] = [{"role": "system", "content": self.system}] if self.system else []
         return [*msgs, *self.messages, {"role": "user", "content": user}]
 
-    def add_exchange(self, user: str, reply: str) -> None:
+    def add_exchange(self, user: str, reply: str, engine: str = "") -> None:
         self.messages.append({"role": "user", "content": user})
         self.messages.append({"role": "assistant", "content": reply})
+        self.authors.append(engine)
 
     def clear(self) -> None:
         self.messages.clear()
+        self.authors.clear()
 
 
 def as_curl(turn: Turn) -> str:

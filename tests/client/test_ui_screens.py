@@ -50,9 +50,9 @@ async def _wait(cond: object, timeout: float = 20.0) -> None:
 
 
 async def test_playground_streams_splits_cycles_and_copies() -> None:
-    from textual.widgets import DataTable, Input
+    from textual.widgets import DataTable, Input, Markdown
 
-    from console.ui.screens.playground import PlaygroundScreen
+    from console.ui.screens.playground import PlaygroundScreen, _Pane
 
     with sims(("vllm", "--speed", "4"), ("sglang", "--speed", "4")) as (a, b):
         app = _app([a.ref, b.ref])
@@ -86,6 +86,14 @@ async def test_playground_streams_splits_cycles_and_copies() -> None:
             assert app.clipboard.startswith("curl -N ")  # type: ignore[attr-defined]
             body = json.loads(app.clipboard.split(" -d ", 1)[1].strip("'"))  # type: ignore[attr-defined]
             assert body["messages"][-1]["content"] == "and the KV cache?"
+            # Each pane labels a reply another engine wrote (sent to it as context) with its author,
+            # and shows its own reply unlabelled.
+            first = screen.history[0].reply
+            for pane_id, engine in (("#pane-a", b.ref), ("#pane-b", a.ref)):
+                shown = screen.query_one(f"{pane_id} .reply", Markdown).source
+                assert screen.query_one(pane_id, _Pane).engine == engine
+                assert f"**assistant · {a.ref}, sent as context**: {first}" in shown or engine == a.ref, shown
+                assert f"**assistant**: {first}" in shown or engine != a.ref, shown
 
 
 async def test_bench_screen_runs_in_a_child_process() -> None:

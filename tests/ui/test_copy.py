@@ -40,7 +40,7 @@ async def test_copy_says_sent_to_the_terminal_and_names_the_engine(make_app: App
         await _settle(pilot)
         a = finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0)
         b = finished_turn("sglang-b", "http://127.0.0.1:8001", "a different reply", 23.5, 95.0)
-        await screen.show_turns("what does the prefix cache do?", [a, b], "")
+        await screen.show_turns("what does the prefix cache do?", [a, b], {})
         await _settle(pilot)
 
         # the left pane has the focus: its engine's request, though the right one finished last

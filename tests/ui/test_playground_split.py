@@ -35,7 +35,7 @@ async def test_n_keeps_each_reply_with_the_engine_that_produced_it(make_app: App
         await _settle(pilot)
         a = finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0)
         b = finished_turn("sglang-b", "http://127.0.0.1:8001", "a different reply", 23.5, 95.0)
-        await screen.show_turns("what does the prefix cache do?", [a, b], "")
+        await screen.show_turns("what does the prefix cache do?", [a, b], {})
         await _settle(pilot)
         assert _text(screen, "#pane-a .pane-title") == "vllm-a"
         assert _text(screen, "#pane-b .pane-title") == "sglang-b"

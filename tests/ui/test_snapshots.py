@@ -85,8 +85,8 @@ def test_playground_split_reply_80x24(
         turns = [finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0),
                  finished_turn("sglang-b", "http://127.0.0.1:8001", REPLY.replace("radix tree", "radix tree too"),
                                23.5, 95.0)]  # fmt: skip
-        await screen.show_turns("what does the prefix cache do?", turns,
-                                "**you**: what does the prefix cache do?\n\n**assistant**: ")  # fmt: skip
+        shown = "**you**: what does the prefix cache do?\n\n**assistant**: "
+        await screen.show_turns("what does the prefix cache do?", turns, {t.engine: shown for t in turns})
         await _settle(pilot)
         await pilot.pause(0.2)  # the replies scroll to their end once laid out
         await _settle(pilot)

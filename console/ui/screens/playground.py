@@ -16,7 +16,7 @@ event loop; the logic lives in ``console.client.playground``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
@@ -167,7 +167,7 @@ class PlaygroundScreen(DeckScreen):
         self.history: list[Turn] = []
         self._cancels: list[Cancellable] = []
         self._streaming = False
-        self._transcript = ""  # the conversation shown above the streaming reply
+        self._transcripts: dict[str, str] = {}  # per engine: the conversation shown above its streaming reply
 
     # -- layout ------------------------------------------------------------------------------------------------
 
@@ -334,10 +334,10 @@ class PlaygroundScreen(DeckScreen):
         engines = [self.current, self.other] if self.split and len(self.engines) > 1 else [self.current]
         panes = [self.query_one("#pane-a", _Pane), self.query_one("#pane-b", _Pane)]
         messages = self.conversation.request_messages(text)
-        transcript = _transcript(self.conversation.messages, text)
+        transcripts = {e.name: _transcript(self.conversation, text, e.name) for e in engines}
         self._cancels = [Cancellable() for _ in engines]
         self._streaming = True
-        self._transcript = transcript
+        self._transcripts = transcripts
         try:
             model_override = self.query_one("#pg-model", Input).value.strip()
             models = []
@@ -364,20 +364,20 @@ class PlaygroundScreen(DeckScreen):
             turns: Sequence[Turn] = await asyncio.gather(*coros)
         finally:
             self._streaming = False
-        await self.show_turns(text, turns, transcript)
+        await self.show_turns(text, turns, transcripts)
 
-    async def show_turns(self, text: str, turns: Sequence[Turn], transcript: str) -> None:
+    async def show_turns(self, text: str, turns: Sequence[Turn], transcripts: Mapping[str, str]) -> None:
         """The finished request(s): final replies and stats, history rows, the split summary."""
         panes = [self.query_one("#pane-a", _Pane), self.query_one("#pane-b", _Pane)]
         for pane, turn in zip(panes, turns, strict=False):
             pane.record, pane.engine = turn.record, turn.engine
-            await pane.redraw(transcript)
+            await pane.redraw(transcripts.get(turn.engine, ""))
         for turn in turns:
             self.history.append(turn)
             self._add_history_row(turn)
         first = turns[0]
         if first.record.ok:
-            self.conversation.add_exchange(text, first.reply)
+            self.conversation.add_exchange(text, first.reply, first.engine)
         summary = self.query_one("#pg-summary", Static)
         summary.update(" · ".join(compare(turns[0], turns[1])) if len(turns) == 2 else "")
         summary.display = len(turns) == 2
@@ -388,7 +388,7 @@ class PlaygroundScreen(DeckScreen):
             return
         for pane in (self.query_one("#pane-a", _Pane), self.query_one("#pane-b", _Pane)):
             if pane.display and pane.record is not None:
-                await pane.redraw(self._transcript)
+                await pane.redraw(self._transcripts.get(pane.engine or "", ""))
 
     def _add_history_row(self, turn: Turn) -> None:
         m = turn.metrics
@@ -413,11 +413,20 @@ class PlaygroundScreen(DeckScreen):
                 self._draw_engine_line()
 
 
-def _transcript(messages: Sequence[dict[str, Any]], user: str) -> str:
-    parts = []
-    for m in messages[-6:]:  # the last exchanges, for context
-        who = "**you**" if m.get("role") == "user" else "**assistant**"
-        parts.append(f"{who}: {m.get('content', '')}")
+def _transcript(conversation: Conversation, user: str, engine: str) -> str:
+    """The conversation as ``engine``'s pane shows it above its reply. A reply another engine wrote
+    (the conversation went on after ``n``; in split view both engines get the first one's replies as
+    context) is labelled with the engine that wrote it."""
+    authors = iter(conversation.authors)
+    labelled = []
+    for m in conversation.messages:
+        if m.get("role") == "user":
+            labelled.append(f"**you**: {m.get('content', '')}")
+        else:
+            author = next(authors, "")
+            who = f"**assistant · {author}, sent as context**" if author and author != engine else "**assistant**"
+            labelled.append(f"{who}: {m.get('content', '')}")
+    parts = labelled[-6:]  # the last exchanges, for context
     parts.append(f"**you**: {user}")
     return "\n\n".join(parts) + "\n\n**assistant**: "
 
