@@ -59,3 +59,46 @@ async def test_n_keeps_each_reply_with_the_engine_that_produced_it(make_app: App
         await pilot.press("r")
         await _settle(pilot)
         assert app.clipboard == "a different reply"
+
+
+async def test_at_80_columns_a_pane_title_keeps_both_names(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settle(pilot)
+        await pilot.press("P")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PlaygroundScreen)
+        await pilot.press("v")
+        await _settle(pilot)
+        a = finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0)
+        b = finished_turn("sglang-b", "http://127.0.0.1:8001", "a different reply", 23.5, 95.0)
+        await screen.show_turns("what does the prefix cache do?", [a, b], {})
+        await pilot.press("n")
+        await _settle(pilot)
+        for pane_id, shown, target in (("#pane-a", "vllm-a", "sglang-b"), ("#pane-b", "sglang-b", "trtllm-c")):
+            title = _text(screen, f"{pane_id} .pane-title")
+            width = screen.query_one(pane_id).content_region.width
+            assert title.startswith(shown) and title.endswith(f"next → {target}") and len(title) <= width, title
+
+
+async def test_the_history_table_follows_the_newest_exchange(make_app: AppFactory) -> None:
+    from textual.widgets import DataTable
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settle(pilot)
+        await pilot.press("P")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PlaygroundScreen)
+        await pilot.press("v")
+        await _settle(pilot)
+        for i in range(4):  # eight rows: more than the table shows
+            a = finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0 + i)
+            b = finished_turn("sglang-b", "http://127.0.0.1:8001", "a different reply", 23.5, 95.0 + i)
+            await screen.show_turns(f"question {i}", [a, b], {})
+            await _settle(pilot)
+        table = screen.query_one("#pg-history", DataTable)
+        assert table.row_count == 8 and table.max_scroll_y > 0
+        assert table.scroll_y == table.max_scroll_y

@@ -73,6 +73,7 @@ class _Pane(Vertical):
         # The engine whose reply and timings the pane shows: its title names it, whatever engine
         # the next prompt goes to (n moves that on, never what the pane shows).
         self.engine: str | None = None
+        self._target: str | None = None  # the engine the next prompt goes to (the title names it)
         self._shown = -1
 
     def compose(self) -> ComposeResult:
@@ -87,11 +88,20 @@ class _Pane(Vertical):
 
     def set_title(self, target: str) -> None:
         """Title the pane for ``target``, the engine its next prompt goes to."""
+        self._target = target
+        shown = self.engine or target
         t = Text()
-        t.append(self.engine or target, style="bold")
+        t.append(shown, style="bold")
         if self.engine is not None and self.engine != target:
-            t.append(f" · its last reply; next prompt → {target}", style="dim")
+            note = f" · its last reply; next prompt → {target}"
+            if len(shown) + len(note) > self.content_region.width:  # a narrow pane keeps both names
+                note = f" · next → {target}"
+            t.append(note, style="dim")
         self.query_one(".pane-title", Static).update(t)
+
+    def on_resize(self) -> None:
+        if self._target is not None:
+            self.set_title(self._target)
 
     async def redraw(self, transcript: str) -> None:
         rec = self.record
@@ -400,11 +410,13 @@ class PlaygroundScreen(DeckScreen):
         status = turn.record.error or ("cancelled" if turn.record.cancelled else (turn.record.finish_reason or "ok"))
         kv = st.get("kv_usage")
         state = f"{f(st.get('running'))}/{f(st.get('waiting'))}/{'n/a' if kv is None else f'{kv:.0%}'}"
-        self.query_one("#pg-history", DataTable).add_row(
+        table = self.query_one("#pg-history", DataTable)
+        table.add_row(
             time.strftime("%H:%M:%S", time.localtime(turn.started_at)), turn.engine,
             f(m.ttft_ms if m else None), f(m.tpot_ms if m else None, ".1f"), f(m.decode_tok_s if m else None, ".1f"),
             f(m.output_tokens if m else None), f(m.e2e_ms if m else None), state, status[:40],
         )  # fmt: skip
+        table.call_after_refresh(table.scroll_end, animate=False)  # the newest exchange in view
 
     def show_fleet(self, fleet: FleetSnapshot) -> None:
         if not self.engines:
