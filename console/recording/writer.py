@@ -155,6 +155,8 @@ class RecordingWriter:
                 self._seg.close()
                 self._seg = None
             if self._lock_fd >= 0:
+                with contextlib.suppress(OSError):  # the pid of a writer that has finished misleads
+                    os.ftruncate(self._lock_fd, 0)
                 os.close(self._lock_fd)
                 self._lock_fd = -1
 

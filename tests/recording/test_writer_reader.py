@@ -161,7 +161,9 @@ def test_one_writer_per_folder(tmp_path: Path) -> None:
     w = RecordingWriter(tmp_path)
     with pytest.raises(RecordingError, match="being recorded by another enginedeck"):
         RecordingWriter(tmp_path)
+    assert (tmp_path / ".lock").read_text() == str(os.getpid())
     w.close()
+    assert (tmp_path / ".lock").read_text() == ""  # a finished writer's pid is not left to mislead
     RecordingWriter(tmp_path).close()  # released on close
 
 
