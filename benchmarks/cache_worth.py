@@ -1,6 +1,6 @@
 """What each cache of the metrics path saves: the collector's CPU per payload with it and without it.
 
-    .venv/bin/python benchmarks/cache_worth.py [--series 2000] [--payloads 20] [--rounds 5]
+    .venv/bin/python benchmarks/cache_worth.py [--series 2000] [--payloads 20] [--rounds 5] [--only NAME]
 
 Payloads: (a) a demo engine's, the vLLM simulator as ``enginedeck demo`` runs it (its fleet's
 member, under the fleet's load), and (b) a vLLM simulator serving about ``--series`` series
@@ -36,7 +36,7 @@ from console.sim.fleet import start_fleet
 from console.telemetry.metrics import normalize as normalize_mod
 from console.telemetry.metrics import promdelta, promtext, wanted
 from console.telemetry.metrics.normalize import clear_caches, normalize
-from console.telemetry.metrics.normmemo import NormalizeMemo, ProfileMemo
+from console.telemetry.metrics.normmemo import NormalizeMemo
 from console.telemetry.metrics.promdelta import ScrapeParser
 from console.telemetry.metrics.windows import EngineMetricsState, _HVec, _hvec_raw
 
@@ -93,11 +93,6 @@ def _no_picks(self: NormalizeMemo, layout: object, part: Any) -> bool:
     return False
 
 
-def _profile_afresh(self: NormalizeMemo, profile: EngineProfile, want: Callable[[EngineProfile], frozenset[str]]
-                    ) -> ProfileMemo:
-    return ProfileMemo(profile, want(profile))
-
-
 # name -> (what it switches off as patches, or a flag for the path: "no parser" / "no memo").
 Switch = tuple[str, Callable[[], contextlib.AbstractContextManager[None]] | str]
 
@@ -107,14 +102,9 @@ def switches() -> list[Switch]:
         ("wanted._CACHE", lambda: patched((wanted, "_CACHE", Forgets()))),
         ("promtext._LABEL_CACHE", lambda: patched((promtext, "_LABEL_CACHE", Forgets()),
                                                   (promdelta, "known_labels", _uncached_known_labels))),
-        ("promtext._SHAPES", lambda: patched((promtext, "_SHAPES", Forgets()))),
-        ("promtext._NAME_OK", lambda: patched((promtext, "_NAME_OK", Forgets()))),
         ("normalize._SPLIT_CACHES", lambda: patched((normalize_mod, "_SPLIT_CACHES", ForgetsPerConfig()))),
-        ("normalize._LAYOUTS", lambda: patched((normalize_mod, "_LAYOUTS", ForgetsPerConfig()))),
-        ("normalize._LE_CACHE", lambda: patched((normalize_mod, "_LE_CACHE", Forgets()))),
         ("ScrapeParser (per engine)", "no parser"),
         ("NormalizeMemo, all of it", "no memo"),
-        ("NormalizeMemo: profile", lambda: patched((NormalizeMemo, "for_profile", _profile_afresh))),
         ("NormalizeMemo: picks", lambda: patched((NormalizeMemo, "picks", _no_picks))),
         ("NormalizeMemo: histogram plans", lambda: patched(
             (NormalizeMemo, "series", _series_afresh(NormalizeMemo.series)))),
@@ -170,8 +160,10 @@ def measure(profile: EngineProfile, bodies: list[bytes], switch: Switch, rounds:
     return [min(x) for x in ms]
 
 
-def table(name: str, profile: EngineProfile, bodies: list[bytes], rounds: int) -> None:
+def table(name: str, profile: EngineProfile, bodies: list[bytes], rounds: int, only: list[str]) -> None:
     for switch in switches():
+        if only and not any(o in switch[0] for o in only):
+            continue
         on, off, cold_on, cold_off = measure(profile, bodies, switch, rounds)
         print(f"| {switch[0]} | {name} | {on:.3f} | {off:.3f} | {100 * (off - on) / off:+.1f} % "
               f"| {cold_on:.2f} | {cold_off:.2f} |", flush=True)
@@ -182,6 +174,7 @@ def main() -> None:
     ap.add_argument("--series", type=int, default=2000)
     ap.add_argument("--payloads", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", action="append", default=[], help="caches whose name holds this (repeatable)")
     a = ap.parse_args()
     profile = load_profiles()["vllm"]
     fleet = start_fleet(["vllm"], load=True, seed=1)  # the demo fleet's vLLM member, with its load
@@ -202,7 +195,7 @@ def main() -> None:
     print("| cache | payload | with | without | saving | cold with | cold without |")
     print("|---|---|---|---|---|---|---|")
     for name, bodies in ((demo_name, demo), (large_name, large)):
-        table(name, profile, bodies, a.rounds)
+        table(name, profile, bodies, a.rounds, a.only)
 
 
 if __name__ == "__main__":
