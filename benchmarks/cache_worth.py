@@ -102,6 +102,7 @@ def switches() -> list[Switch]:
         ("wanted._CACHE", lambda: patched((wanted, "_CACHE", Forgets()))),
         ("promtext._LABEL_CACHE", lambda: patched((promtext, "_LABEL_CACHE", Forgets()),
                                                   (promdelta, "known_labels", _uncached_known_labels))),
+        ("promtext._SHAPES", lambda: patched((promtext, "_SHAPES", Forgets()))),
         ("normalize._SPLIT_CACHES", lambda: patched((normalize_mod, "_SPLIT_CACHES", ForgetsPerConfig()))),
         ("ScrapeParser (per engine)", "no parser"),
         ("NormalizeMemo, all of it", "no memo"),

@@ -16,16 +16,19 @@ not move (on a 2,188-series vLLM payload under load, about one wanted sample in 
   series they saw before as unchanged).
 
 The caches of the path, each kept because ``benchmarks/cache_worth.py`` shows it saving at least
-a tenth of the path's CPU or 0.2 ms a scrape on a demo engine's payload or a 2,188-series one
-(the table, and the caches removed for saving less, are in docs/performance.md):
+a tenth of the path's CPU or 0.2 ms a scrape on a demo engine's payload or a 2,188-series one,
+from one scrape to the next or (the label shapes) on an engine's first scrape (the table, and the
+caches removed for saving less, are in docs/performance.md):
 
 - per engine: its ``ScrapeParser`` (``promdelta.py``: the previous payload's lines and result), this
   memo, and in ``windows.EngineMetricsState`` each histogram series' last ``HistogramSeries`` object
   with the vector it gave;
 - process-wide, shared by the engines' digest threads: the wanted-name expansions
   (``wanted._CACHE``: a frozenset of names -> the names kept and the line prefixes), parsed label
-  sets (``promtext._LABEL_CACHE``: label text -> sorted pairs) and label splits
-  (``normalize._SPLIT_CACHES``: split configuration -> label set -> ``LabelSplit``).
+  sets (``promtext._LABEL_CACHE``: label text -> sorted pairs), label shapes
+  (``promtext._SHAPES``: a label text with its values cut out -> its sorted names and where their
+  values are) and label splits (``normalize._SPLIT_CACHES``: split configuration -> label set ->
+  ``LabelSplit``).
 
 Invariants (the differential tests, tests/telemetry/test_normmemo.py, test_promdelta.py and
 test_fuzz.py, check them on seeded mutated payloads and print their seed):
@@ -35,8 +38,9 @@ test_fuzz.py, check them on seeded mutated payloads and print their seed):
    payload's layout token (an object the memo holds, compared with ``is``) and the mapping's
    ``PartKey`` (canonical name, part index); plans by the ``PartKey`` and the label split's
    configuration; the memo's profile and the windows' last series are held and compared with
-   ``is``; the process-wide caches by value (the wanted names, the label text, the configuration
-   and the label set). Another profile, layout or configuration starts that part afresh.
+   ``is``; the process-wide caches by value (the wanted names, the label text, its shape, the
+   configuration and the label set). Another profile, layout or configuration starts that part
+   afresh.
 3. A changed sample whose name or labels differ, or a different sample count, is a new plan.
 4. Per-engine state (parser, memo, windows) is used by one thread at a time (the engine's digest
    worker) and shared with no other engine, so it needs no lock.
@@ -44,9 +48,9 @@ test_fuzz.py, check them on seeded mutated payloads and print their seed):
    A read is one dict lookup (atomic under the interpreter lock) and takes no lock; every write
    and every clearing holds a lock (``promtext.CACHE_LOCK``; ``wanted.py``'s own, as promtext
    imports it). Each is bounded, emptied when over its bound: about 64 wanted sets; about 50,000
-   label texts or 8 MiB of them, none over 4 KiB; about 64 configurations of about 50,000 label sets
-   (checked as a reading starts). A cache is only ever cleared in place (``promdelta`` holds
-   ``_LABEL_CACHE.get``).
+   label texts or 8 MiB of them, none over 4 KiB; about 1 MiB of shapes; about 64 configurations
+   of about 50,000 label sets each (checked as a reading starts). A cache is only ever cleared in
+   place (``promdelta`` holds ``_LABEL_CACHE.get``).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ read, plus errors". ``parse`` never raises on any ``bytes`` or ``str`` input.
 
 Speed: one ``split("\\n")``; the usual sample line is read by one regex match, others by a loop of
 ``str.find``. Label sets are parsed once per distinct label text and cached (successive scrapes
-repeat them); a label set never seen before without backslashes costs a split at '"' and two
-regex calls. With ``wanted``, a line that starts with none of the wanted names is skipped
+repeat them); a label set never seen before costs a split and a lookup of its shape (the series of
+a family share one). With ``wanted``, a line that starts with none of the wanted names is skipped
 by one ``startswith``. A label set over 64 KiB makes its line malformed (reported, skipped);
 ``parse_labels`` itself is linear in any length.
 
@@ -31,6 +31,7 @@ import re
 import threading
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import NamedTuple
 
 from console.telemetry.metrics.wanted import CHILD_SUFFIXES, expand_wanted
@@ -67,10 +68,10 @@ _HEADS_PER_CALL = 8192
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _ESCAPE_RE = re.compile(r"\\[\\\"n]")
 
-# The process-wide cache below (and normalize.py's label splits) is shared by every engine's digest
-# thread. A read is one dict lookup (atomic under the interpreter lock) and needs no lock; every
-# write, with the bounds' bookkeeping and the clearing it may do, holds ``CACHE_LOCK`` (taken only
-# on a miss). What it keeps, and why, is in normmemo.py's docstring.
+# The process-wide caches below (and normalize.py's label splits) are shared by every engine's
+# digest thread. A read is one dict lookup (atomic under the interpreter lock) and needs no lock;
+# every write, with the bounds' bookkeeping and the clearing it may do, holds ``CACHE_LOCK`` (taken
+# only on a miss). What each keeps, and why, is in normmemo.py's docstring.
 CACHE_LOCK = threading.Lock()
 # Label texts seen before -> parsed labels. Bounded by count and by the bytes of text held: cleared
 # when either grows past its limit; texts longer than _CACHED_TEXT_MAX are one-offs in practice
@@ -80,6 +81,15 @@ _LABEL_CACHE_MAX = 50_000
 _LABEL_CACHE_BYTES = 8 * 1024 * 1024
 _CACHED_TEXT_MAX = 4096
 _label_cache_bytes = 0
+# The shape of a label text without backslashes (the text with its values cut out: the ``name=``
+# heads joined with '"') -> its sorted names and a picker of their values from ``text.split('"')``,
+# or the ValueError message of a malformed shape. The series of a family share a shape, so a label
+# set never seen before (a new replica, thousands of them in one payload) costs one split, one join
+# and a lookup instead of regex checks and a sort. Bounded by bytes like the label cache.
+_Plan = tuple[tuple[str, ...], Callable[[list[str]], tuple[str, ...]]] | str
+_SHAPES: dict[str, _Plan] = {}
+_SHAPES_BYTES = 1024 * 1024
+_shapes_bytes = 0
 # A sample whose label set is longer than this is a malformed line, not a series: real label sets
 # are a few hundred bytes, and a megabyte-long one would cost its engine's worker thread long
 # GIL-holding calls (sorting, hashing) that stall every other thread, the hub's loop included.
@@ -163,9 +173,21 @@ def parse_labels(text: str) -> Labels:
 def _new_labels(text: str) -> Labels:
     """``parse_labels`` of a text not in the cache (the parse loop has just looked)."""
     global _label_cache_bytes
-    labels = tuple(sorted((_split_plain(text) if "\\" not in text else _match_escaped(text)).items()))
     if len(text) > _CACHED_TEXT_MAX:
-        return labels
+        pairs = _split_plain(text) if "\\" not in text else _match_escaped(text)
+        return tuple(sorted(pairs.items()))
+    if "\\" in text:
+        labels = tuple(sorted(_match_escaped(text).items()))
+    else:
+        parts = text.split('"')
+        if not len(parts) & 1:
+            raise ValueError(f"unterminated label value near {parts[-1][:30]!r}")
+        plan = _SHAPES.get('"'.join(parts[::2])) or _shape_plan(parts)
+        if isinstance(plan, str):
+            raise ValueError(plan)
+        names, pick = plan
+        # pick pads a lone label to two values; zip stops at the names (a strict= keyword costs half again).
+        labels = tuple(zip(names, pick(parts)))  # noqa: B905
     with CACHE_LOCK:
         if len(_LABEL_CACHE) > _LABEL_CACHE_MAX or _label_cache_bytes > _LABEL_CACHE_BYTES:
             _LABEL_CACHE.clear()
@@ -175,12 +197,39 @@ def _new_labels(text: str) -> Labels:
     return labels
 
 
+def _shape_plan(parts: list[str]) -> _Plan:
+    """The plan for the shape of ``parts`` (a plain label text split at '"', odd length): checked
+    once per shape with the same rules as ``_split_plain``; cached, errors included."""
+    global _shapes_bytes
+    shape = '"'.join(parts[::2])
+    plan: _Plan
+    try:
+        names = _plain_names(parts)
+    except ValueError as exc:
+        plan = str(exc)
+    else:
+        where = {name: 2 * i + 1 for i, name in enumerate(names)}  # a repeated name: the last value
+        order = tuple(sorted(where))
+        indices = [where[n] for n in order] or [0]
+        if len(indices) == 1:
+            indices *= 2  # itemgetter of one index gives the item, not a tuple; zip stops at the names
+        plan = order, itemgetter(*indices)
+    with CACHE_LOCK:
+        if _shapes_bytes > _SHAPES_BYTES:
+            _SHAPES.clear()
+            _shapes_bytes = 0
+        _SHAPES[shape] = plan
+        _shapes_bytes += len(shape)
+    return plan
+
+
 def clear_caches() -> None:
-    """Forget every parsed label set (what an engine's first scrape finds)."""
-    global _label_cache_bytes
+    """Forget every parsed label set and shape (what an engine's first scrape finds)."""
+    global _label_cache_bytes, _shapes_bytes
     with CACHE_LOCK:
         _LABEL_CACHE.clear()
-        _label_cache_bytes = 0
+        _SHAPES.clear()
+        _label_cache_bytes = _shapes_bytes = 0
 
 
 def _split_plain(text: str) -> dict[str, str]:
