@@ -30,8 +30,9 @@ caches removed for saving less, are in docs/performance.md):
   values are) and label splits (``normalize._SPLIT_CACHES``: split configuration -> label set ->
   ``LabelSplit``).
 
-Invariants (the differential tests, tests/telemetry/test_normmemo.py, test_promdelta.py and
-test_fuzz.py, check them on seeded mutated payloads and print their seed):
+Invariants (the differential tests, tests/telemetry/test_normmemo.py and test_promdelta.py, check
+them on seeded mutated payloads and print their seed; ``cache_worth.py`` compares each cache on and
+off on the simulators' payloads):
 
 1. A reading made with the caches equals one made from scratch, payload after payload.
 2. What is kept is keyed by what it was made from, never by an object's ``id()``: picks by the
