@@ -72,6 +72,17 @@ async def _httpx(base: str, n: int) -> float:
         return (time.process_time() - t) / n * 1e3
 
 
+def read_payloads(base: str, n: int) -> list[bytes]:
+    """``n`` payloads of the simulator at ``base``, one second apart, after 5 s of its load."""
+    time.sleep(5)  # load running: values move between payloads
+    bodies = []
+    for _ in range(n):
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as r:
+            bodies.append(r.read())
+        time.sleep(1.0)
+    return bodies
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--series", type=int, default=2000)
@@ -88,12 +99,7 @@ def main() -> None:
         hx = min(asyncio.run(_httpx(base, a.fetches)) for _ in range(3))
         print(f"fetch (Accept-Encoding: {ACCEPT_ENCODING}; answered {encoding}): own client {own:.2f} ms CPU, "
               f"httpx {hx:.2f} ms ({hx / own:.1f}x)")
-        time.sleep(5)  # load running: values move between payloads
-        bodies = []
-        for _ in range(a.payloads):
-            with urllib.request.urlopen(f"{base}/metrics", timeout=10) as r:
-                bodies.append(r.read())
-            time.sleep(1.0)
+        bodies = read_payloads(base, a.payloads)
     lines = [b.split(b"\n") for b in bodies]
     changed = sorted(sum(x != y for x, y in zip(p, q, strict=False)) / len(q) for p, q in itertools.pairwise(lines))
     print(f"{len(bodies)} payloads 1 s apart, {len(lines[0])} lines; lines changed between successive ones: "

@@ -30,8 +30,7 @@ Nothing here raises on bad payloads: garbage gives a ``Reading`` with ``errors``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from operator import itemgetter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from console import gc_control
@@ -64,9 +63,7 @@ def escaped_name(name: str) -> str:
 
 
 def wanted_names(profile: EngineProfile) -> frozenset[str]:
-    """Raw names the profile maps, also in their escaped form (for ``promtext.parse(wanted=...)``).
-    An engine's ``NormalizeMemo`` keeps its profile's set (``normmemo.ProfileMemo``), so the same
-    object comes back on every scrape and is hashed and compared for free where it keys a cache."""
+    """Raw names the profile maps, also in their escaped form (for ``promtext.parse(wanted=...)``)."""
     names = [n for m in profile.metrics.map.values() for n in m.raw_names()]
     # Counters' ``_created`` series (prometheus_client): x_total -> x_created; and their OpenMetrics
     # family name x (declared with no sample yet, the family of a first-use counter is still there).
@@ -125,9 +122,10 @@ def _normalize(profile: EngineProfile, payload: bytes | str | ParseResult, forma
         fmt: PayloadFormat = format or "prometheus"
         parsed = payload
     else:
-        wanted = None if full else (memo.for_profile(profile, wanted_names).wanted if memo is not None
-                                    else wanted_names(profile))
+        wanted = None if full else wanted_names(profile)
         fmt, parsed = parse_payload(payload, format=format, wanted=wanted, parser=parser)
+    if memo is not None:
+        memo.for_profile(profile)
     spec = profile.metrics
     builder = _Builder(spec.model_label, spec.replica_labels, spec.shard_labels, memo)
     resolved: dict[str, Resolution] = {}
@@ -288,24 +286,12 @@ def _match_plan(match: dict[str, tuple[str, ...]]) -> _MatchPlan:
     return [(key.split("|"), allowed) for key, allowed in match.items()]
 
 
-_LE_CACHE: dict[str, float | None] = {}
-
-
 def _le_value(v: str) -> float | None:
     """An ``le`` label's bound, None when it is not a number."""
-    bound = _LE_CACHE.get(v)
-    if bound is None and v not in _LE_CACHE:
-        try:
-            bound = float(v)
-        except ValueError:
-            bound = None
-        with CACHE_LOCK:
-            if len(_LE_CACHE) > 10_000:
-                _LE_CACHE.clear()
-            _LE_CACHE[v] = bound
-    return bound
-
-
+    try:
+        return float(v)
+    except ValueError:
+        return None
 
 
 def _hist_total(h: HistAcc) -> float | None:
@@ -363,34 +349,16 @@ class _ModelAcc:
 # Label splitting per profile layout, kept across scrapes (the same label sets recur every scrape):
 # labels -> (model, series key, shard key, replica key, ``le`` bound, (model, series key, shard key)).
 # The last is built once per label set, so that the hot loops do not build a tuple per sample.
+# Process-wide, one per configuration (see normmemo.py's docstring for why and how it is locked).
 _Split = LabelSplit
 _SPLIT_CACHES: dict[tuple[str, frozenset[str], frozenset[str]], dict[SeriesKey, _Split]] = {}
 _SPLIT_CACHE_MAX = 50_000
-# Per layout: the label names of a label set -> where its model, key, shard, replica and ``le``
-# labels sit. The series of a family share their names, so a label set never seen before (a cold
-# scrape of thousands of series) is split by index instead of by a loop over its labels.
-_Pick = Callable[[SeriesKey], SeriesKey] | None  # None: no such labels
-_Layout = tuple[int, _Pick, _Pick, _Pick, int]
-_LAYOUTS: dict[tuple[str, frozenset[str], frozenset[str]], dict[tuple[str, ...], _Layout]] = {}
-_first = itemgetter(0)
-
-
-def _picker(indices: list[int]) -> _Pick:
-    """A function giving the labels at ``indices`` as a tuple (``itemgetter`` of one index does not)."""
-    if not indices:
-        return None
-    if len(indices) == 1:
-        i = indices[0]
-        return lambda labels: (labels[i],)
-    return itemgetter(*indices)
 
 
 def clear_caches() -> None:
     """Forget every cached label split and parsed label set (what an engine's first scrape finds)."""
     with CACHE_LOCK:
         _SPLIT_CACHES.clear()
-        _LAYOUTS.clear()
-        _LE_CACHE.clear()
     clear_label_caches()
 
 
@@ -411,48 +379,38 @@ class _Builder:
             if cache is None:
                 if len(_SPLIT_CACHES) > 64:
                     _SPLIT_CACHES.clear()
-                    _LAYOUTS.clear()
                 cache = _SPLIT_CACHES[config] = {}
             elif len(cache) > _SPLIT_CACHE_MAX:
                 cache.clear()
             self.split_cache = cache
-            layouts = _LAYOUTS.get(config)
-            if layouts is None or len(layouts) > _SPLIT_CACHE_MAX:
-                layouts = _LAYOUTS[config] = {}
-            self.layouts = layouts
 
     def _split_new(self, labels: SeriesKey) -> _Split:
-        names = tuple(map(_first, labels))
-        layout = self.layouts.get(names)
-        if layout is None:
-            layout = self.layouts[names] = self._layout(names)
-        model_i, key_of, shard_of, replica_of, le_i = layout
-        model = labels[model_i][1] if model_i >= 0 else ""
-        key = key_of(labels) if key_of is not None else ()
-        shard = shard_of(labels) if shard_of is not None else ()
-        hit = LabelSplit(model, key, shard, replica_of(labels) if replica_of is not None else (),
-                         _le_value(labels[le_i][1]) if le_i >= 0 else None, (model, key, shard))
-        self.split_cache[labels] = hit
-        return hit
-
-    def _layout(self, names: tuple[str, ...]) -> _Layout:
-        """Where the parts of a label set with these (sorted, distinct) names sit."""
-        model_i = le_i = -1
-        key: list[int] = []
-        shard: list[int] = []
-        replica: list[int] = []
-        for i, k in enumerate(names):
-            if k == "le" and le_i < 0:
-                le_i = i
-            if k == self.model_label:
-                model_i = i
-            elif k in self.shard_labels:
-                shard.append(i)
+        """Split a label set not in the cache, and keep it there."""
+        model = ""
+        le: float | None = None
+        le_seen = False
+        key: list[tuple[str, str]] = []
+        shard: list[tuple[str, str]] = []
+        replica: list[tuple[str, str]] = []
+        model_label, shard_labels, replica_labels = self.model_label, self.shard_labels, self.replica_labels
+        for pair in labels:
+            k = pair[0]
+            if k == "le" and not le_seen:
+                le_seen = True
+                le = _le_value(pair[1])
+            if k == model_label:
+                model = pair[1]
+            elif k in shard_labels:
+                shard.append(pair)
             elif k != "le":
-                key.append(i)
-                if k in self.replica_labels:
-                    replica.append(i)
-        return model_i, _picker(key), _picker(shard), _picker(replica), le_i
+                key.append(pair)
+                if k in replica_labels:
+                    replica.append(pair)
+        skey, sshard = tuple(key), tuple(shard)
+        hit = LabelSplit(model, skey, sshard, tuple(replica), le, (model, skey, sshard))
+        with CACHE_LOCK:
+            self.split_cache[labels] = hit
+        return hit
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self.models.get(name)

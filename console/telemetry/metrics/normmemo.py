@@ -1,10 +1,10 @@
-"""What normalising one engine's payload keeps for its next payload, where only values moved.
+"""What normalising one engine's payload keeps for its next payload, where only values moved; and
+the one statement of every cache on the metrics path (parse, normalise, windows).
 
 From one scrape to the next an engine's samples keep their names and labels, and most values do
 not move (on a 2,188-series vLLM payload under load, about one wanted sample in eight).
 
-- **Profile.** The engine's profile and the raw names it wants (``ProfileMemo``), made once: the
-  same frozenset each scrape keys the parser's caches (``wanted.py``, ``promdelta.py``) for free.
+- **Profile.** The profile the memo was made with: another one forgets everything kept.
 - **Picks.** Which samples each mapping reads (its resolved name, the families and the positions
   in them) stand as long as the payload's layout does: a ``ParseResult`` that a ``ScrapeParser``
   read as changes to an earlier one carries that one's ``layout`` token.
@@ -15,18 +15,43 @@ not move (on a 2,188-series vLLM payload under load, about one wanted sample in 
   are rebuilt; every other ``HistogramSeries`` object is reused as it was (and the windows take a
   series they saw before as unchanged).
 
-Invariants (the differential tests, tests/telemetry/test_normmemo.py and test_promdelta.py, check
-them on seeded mutated payloads and print their seed):
+The caches of the path, each kept because ``benchmarks/cache_worth.py`` shows it saving at least
+a tenth of the path's CPU or 0.2 ms a scrape on a demo engine's payload or a 2,188-series one,
+from one scrape to the next or (the label shapes) on an engine's first scrape (the table, and the
+caches removed for saving less, are in docs/performance.md):
 
-1. A reading made with the memo equals one made from scratch, payload after payload.
+- per engine: its ``ScrapeParser`` (``promdelta.py``: the previous payload's lines and result), this
+  memo, and in ``windows.EngineMetricsState`` each histogram series' last ``HistogramSeries`` object
+  with the vector it gave;
+- process-wide, shared by the engines' digest threads: the wanted-name expansions
+  (``wanted._CACHE``: a frozenset of names -> the names kept and the line prefixes), parsed label
+  sets (``promtext._LABEL_CACHE``: label text -> sorted pairs), label shapes
+  (``promtext._SHAPES``: a label text with its values cut out -> its sorted names and where their
+  values are) and label splits (``normalize._SPLIT_CACHES``: split configuration -> label set ->
+  ``LabelSplit``).
+
+Invariants (the differential tests, tests/telemetry/test_normmemo.py and test_promdelta.py, check
+them on seeded mutated payloads and print their seed; ``cache_worth.py`` compares each cache on and
+off on the simulators' payloads):
+
+1. A reading made with the caches equals one made from scratch, payload after payload.
 2. What is kept is keyed by what it was made from, never by an object's ``id()``: picks by the
    payload's layout token (an object the memo holds, compared with ``is``) and the mapping's
    ``PartKey`` (canonical name, part index); plans by the ``PartKey`` and the label split's
-   configuration; the wanted names by the profile (held, compared with ``is``). Another profile,
-   layout or configuration starts that part afresh.
+   configuration; the memo's profile and the windows' last series are held and compared with
+   ``is``; the process-wide caches by value (the wanted names, the label text, its shape, the
+   configuration and the label set). Another profile, layout or configuration starts that part
+   afresh.
 3. A changed sample whose name or labels differ, or a different sample count, is a new plan.
-4. One memo per engine, used by one thread at a time (the engine's digest worker), like its
-   ``ScrapeParser``: nothing in it is shared between engines, so it needs no lock.
+4. Per-engine state (parser, memo, windows) is used by one thread at a time (the engine's digest
+   worker) and shared with no other engine, so it needs no lock.
+5. A process-wide entry is a pure function of its key, so two threads adding the same one agree.
+   A read is one dict lookup (atomic under the interpreter lock) and takes no lock; every write
+   and every clearing holds a lock (``promtext.CACHE_LOCK``; ``wanted.py``'s own, as promtext
+   imports it). Each is bounded, emptied when over its bound: about 64 wanted sets; about 50,000
+   label texts or 8 MiB of them, none over 4 KiB; about 1 MiB of shapes; about 64 configurations
+   of about 50,000 label sets each (checked as a reading starts). A cache is only ever cleared in
+   place (``promdelta`` holds ``_LABEL_CACHE.get``).
 """
 
 from __future__ import annotations
@@ -84,15 +109,6 @@ class Picks(NamedTuple):
     name_index: int
     where: list[tuple[str, list[int]]]
     families: set[str]
-
-
-class ProfileMemo:
-    """An engine's profile and the raw names it wants, made once."""
-
-    __slots__ = ("profile", "wanted")
-
-    def __init__(self, profile: EngineProfile, wanted: frozenset[str]) -> None:
-        self.profile, self.wanted = profile, wanted
 
 
 class HistogramPlan:
@@ -164,7 +180,7 @@ class NormalizeMemo:
     """One engine's profile, picks and histogram plans and series, from its previous payload."""
 
     def __init__(self) -> None:
-        self._profile: ProfileMemo | None = None
+        self._profile: EngineProfile | None = None
         self._entries: dict[PartKey, _Entry] = {}
         self._split_config: object = None
         self._picks: dict[PartKey, Picks | None] = {}
@@ -172,17 +188,15 @@ class NormalizeMemo:
         self.rebuilt = 0  # for tests and benchmarks: series built, and mappings planned anew
         self.planned = 0
 
-    def for_profile(self, profile: EngineProfile, wanted: Callable[[EngineProfile], frozenset[str]]) -> ProfileMemo:
-        """The engine's profile memo; another profile than the last forgets everything kept."""
-        kept = self._profile
-        if kept is not None and kept.profile is profile:
-            return kept
+    def for_profile(self, profile: EngineProfile) -> None:
+        """Read with ``profile``: another profile than the last forgets everything kept."""
+        if profile is self._profile:
+            return
         self._entries.clear()
         self._split_config = None
         self._picks.clear()
         self._picks_layout = None
-        made = self._profile = ProfileMemo(profile, wanted(profile))
-        return made
+        self._profile = profile
 
     def picks(self, layout: object, part: PartKey) -> Picks | Literal[False] | None:
         """The picks kept for a mapping's part under this payload ``layout`` (None: it has no samples);

@@ -68,9 +68,10 @@ _HEADS_PER_CALL = 8192
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _ESCAPE_RE = re.compile(r"\\[\\\"n]")
 
-# The process-wide caches below are shared by every engine's digest thread. A read is one dict
-# lookup (atomic under the interpreter lock) and needs no lock; every write, with the bounds'
-# bookkeeping and the clearing it may do, holds ``CACHE_LOCK`` (taken only on a miss).
+# The process-wide caches below (and normalize.py's label splits) are shared by every engine's
+# digest thread. A read is one dict lookup (atomic under the interpreter lock) and needs no lock;
+# every write, with the bounds' bookkeeping and the clearing it may do, holds ``CACHE_LOCK`` (taken
+# only on a miss). What each keeps, and why, is in normmemo.py's docstring.
 CACHE_LOCK = threading.Lock()
 # Label texts seen before -> parsed labels. Bounded by count and by the bytes of text held: cleared
 # when either grows past its limit; texts longer than _CACHED_TEXT_MAX are one-offs in practice
@@ -93,7 +94,6 @@ _shapes_bytes = 0
 # are a few hundred bytes, and a megabyte-long one would cost its engine's worker thread long
 # GIL-holding calls (sorting, hashing) that stall every other thread, the hub's loop included.
 _MAX_LABEL_TEXT = 64 * 1024
-_NAME_OK: dict[str, bool] = {}
 
 # For readers of later payloads as changes (promdelta): the usual sample line's match (name, label
 # text, value token), and a label text's parsed labels when seen before (the cache is only ever
@@ -154,15 +154,7 @@ class ParseResult:
 
 
 def _name_ok(name: str) -> bool:
-    ok = _NAME_OK.get(name)
-    if ok is None:
-        ok = _NAME_RE.fullmatch(name) is not None
-        if len(name) <= 200:  # a garbage line can be a megabyte-long "name": not worth keeping
-            with CACHE_LOCK:
-                if len(_NAME_OK) > _LABEL_CACHE_MAX:
-                    _NAME_OK.clear()
-                _NAME_OK[name] = ok
-    return ok
+    return _NAME_RE.fullmatch(name) is not None
 
 
 def _unescape(value: str) -> str:
@@ -237,7 +229,6 @@ def clear_caches() -> None:
     with CACHE_LOCK:
         _LABEL_CACHE.clear()
         _SHAPES.clear()
-        _NAME_OK.clear()
         _label_cache_bytes = _shapes_bytes = 0
 
 
