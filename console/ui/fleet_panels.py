@@ -22,7 +22,7 @@ GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
     ("temp", "temp", 5, "gpu_temp"),
     ("power", "power", 10, "gpu_power"),
     ("engine", "engine", 14, "gpu_engine"),
-    ("energy", "energy", 8, "gpu_energy"),
+    ("energy", "kJ/60s", 8, "gpu_energy"),  # the window in the header: the figure falls as load does
 )
 
 

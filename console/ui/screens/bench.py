@@ -82,7 +82,7 @@ class BenchScreen(DeckScreen):
             for label, value, hint, wid in FORM:
                 yield Label(label)
                 yield Input(value=self._default_engines if wid == "bench-engines" else value, placeholder=hint, id=wid)
-        yield Static("r (or F9) runs each engine at every level (ABBA), x (F10) stops, s saves the results",
+        yield Static("r (or F9) runs each engine in turn at every level, x (F10) stops, s saves the results",
                      id="bench-progress")
         t: DataTable[str] = DataTable(id="bench-table", cursor_type="row")
         yield t
