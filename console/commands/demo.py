@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the config module reads profiles from disk: only when the d
     from typing import BinaryIO
 
     from console.config import Config, EngineInstance
+    from console.lifecycle.manager import LifecycleManager
 
 FLAVOURS = FLEET_ENGINES
 GPUS_PER_ENGINE = 2
@@ -193,6 +194,20 @@ class DemoFleet:
             self.slot_lock = None
 
 
+def engines_running(manager: LifecycleManager) -> int:
+    """How many of the manager's engines have not ended (one stopped from the console has)."""
+    from console.model import Phase
+
+    ended = (Phase.EXITED, Phase.FAILED)
+    count = 0
+    for name in manager.names:
+        with contextlib.suppress(Exception):  # a state that cannot be read counts as running: it is stopped too
+            if manager.status(name).phase in ended:
+                continue
+        count += 1
+    return count
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from console.config import Config, load_config
     from console.ui.control_lifecycle import ManagerControl
@@ -221,7 +236,8 @@ def run_demo(args: argparse.Namespace) -> int:
             keys=config.keys,
         )
     finally:
-        _say(f"enginedeck demo: stopping {len(fleet.config.instances)} engines and the load…")
+        running = engines_running(fleet.manager)
+        _say(f"enginedeck demo: stopping {running} engine{'' if running == 1 else 's'} and the load…")
         stopping = time.monotonic()
         fleet.stop(grace=QUIT_GRACE)
         _say(f"enginedeck demo: stopped in {time.monotonic() - stopping:.1f} s")

@@ -343,3 +343,18 @@ def test_an_engine_that_logs_its_key_does_not_show_it(make_manager: Any, monkeyp
     assert "sk-very-secret-42" not in text
     assert "sk-very-secret-42" not in log_path("k").read_text()
     assert "server_args" in log_path("k").read_text()
+
+
+def test_the_demo_counts_only_engines_still_running(make_manager: Any) -> None:
+    # The demo's quit line ("stopping N engines") leaves out one you already stopped.
+    from console.commands.demo import engines_running
+
+    p1, p2 = free_port(), free_port()
+    m = make_manager(config(s1={"port": p1, "command": sim(p1)}, s2={"port": p2, "command": sim(p2)}))
+    for name in ("s1", "s2"):
+        m.start(name).result(timeout=30)
+    for name in ("s1", "s2"):
+        assert m.wait(name, timeout=60).phase is Phase.READY
+    assert engines_running(m) == 2
+    assert m.stop("s1").result(timeout=60).phase is Phase.EXITED
+    assert engines_running(m) == 1
