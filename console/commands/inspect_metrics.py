@@ -162,8 +162,8 @@ def _fetch(profile: Any, url: str, api_key_env: str | None) -> tuple[bytes, str]
     origin = "{}://{}".format(*_origin(url))
     try:
         client = HTTPClient(origin, connect_timeout=TIMEOUT_S)
-    except ValueError:
-        raise UserError(f"{url}: not an http(s) URL") from None
+    except ValueError as exc:  # a port out of range, a scheme other than http(s)
+        raise UserError(f"{url}: {exc}") from None
 
     async def follow() -> tuple[bytes, str]:
         answered = url

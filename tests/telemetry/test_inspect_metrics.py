@@ -162,6 +162,7 @@ def test_connection_refused_is_one_line(capsys: pytest.CaptureFixture[str]) -> N
         (["/no/such/file.txt", "--engine", "vllm"], "cannot read /no/such/file.txt"),
         (["some-file.txt"], "--engine PROFILE"),
         (["--engine", "tgi", "vllm@http://127.0.0.1:1"], "contradicts"),
+        (["--engine", "vllm", "http://127.0.0.1:99999"], "Port out of range"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:
