@@ -9,6 +9,7 @@ from textual.containers import VerticalScroll
 from textual.pilot import Pilot
 from textual.widgets import Static
 
+from console.client.playground import Turn
 from console.ui.screens.playground import PlaygroundScreen
 from tests.ui.conftest import AppFactory
 from tests.ui.playground_turns import REPLY, finished_turn
@@ -23,19 +24,29 @@ def _text(screen: PlaygroundScreen, selector: str) -> str:
     return str(screen.query_one(selector, Static).render())
 
 
+async def _split_view(app: Any, pilot: Pilot[Any]) -> PlaygroundScreen:
+    """The playground in split view: vllm-a (left) and sglang-b (right)."""
+    await _settle(pilot)
+    await pilot.press("P")
+    await _settle(pilot)
+    screen = app.screen
+    assert isinstance(screen, PlaygroundScreen)
+    await pilot.press("v")
+    await _settle(pilot)
+    return screen
+
+
+def _replies(i: int = 0) -> list[Turn]:
+    """One finished exchange on each side (vllm-a: TTFT 85+i ms; sglang-b: 95+i ms)."""
+    return [finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0 + i),
+            finished_turn("sglang-b", "http://127.0.0.1:8001", "a different reply", 23.5, 95.0 + i)]
+
+
 async def test_n_keeps_each_reply_with_the_engine_that_produced_it(make_app: AppFactory) -> None:
     app = make_app()
     async with app.run_test(size=(200, 50)) as pilot:
-        await _settle(pilot)
-        await pilot.press("P")
-        await _settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, PlaygroundScreen)
-        await pilot.press("v")  # split: vllm-a (left) and sglang-b (right)
-        await _settle(pilot)
-        a = finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0)
-        b = finished_turn("sglang-b", "http://127.0.0.1:8001", "a different reply", 23.5, 95.0)
-        await screen.show_turns("what does the prefix cache do?", [a, b], {})
+        screen = await _split_view(app, pilot)
+        await screen.show_turns("what does the prefix cache do?", _replies(), {})
         await _settle(pilot)
         assert _text(screen, "#pane-a .pane-title") == "vllm-a"
         assert _text(screen, "#pane-b .pane-title") == "sglang-b"
@@ -64,16 +75,8 @@ async def test_n_keeps_each_reply_with_the_engine_that_produced_it(make_app: App
 async def test_at_80_columns_a_pane_title_keeps_both_names(make_app: AppFactory) -> None:
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await _settle(pilot)
-        await pilot.press("P")
-        await _settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, PlaygroundScreen)
-        await pilot.press("v")
-        await _settle(pilot)
-        a = finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0)
-        b = finished_turn("sglang-b", "http://127.0.0.1:8001", "a different reply", 23.5, 95.0)
-        await screen.show_turns("what does the prefix cache do?", [a, b], {})
+        screen = await _split_view(app, pilot)
+        await screen.show_turns("what does the prefix cache do?", _replies(), {})
         await pilot.press("n")
         await _settle(pilot)
         for pane_id, shown, target in (("#pane-a", "vllm-a", "sglang-b"), ("#pane-b", "sglang-b", "trtllm-c")):
@@ -87,17 +90,9 @@ async def test_the_history_table_follows_the_newest_exchange(make_app: AppFactor
 
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await _settle(pilot)
-        await pilot.press("P")
-        await _settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, PlaygroundScreen)
-        await pilot.press("v")
-        await _settle(pilot)
+        screen = await _split_view(app, pilot)
         for i in range(4):  # eight rows: more than the table shows
-            a = finished_turn("vllm-a", "http://127.0.0.1:8000", REPLY, 21.0, 85.0 + i)
-            b = finished_turn("sglang-b", "http://127.0.0.1:8001", "a different reply", 23.5, 95.0 + i)
-            await screen.show_turns(f"question {i}", [a, b], {})
+            await screen.show_turns(f"question {i}", _replies(i), {})
             await _settle(pilot)
         table = screen.query_one("#pg-history", DataTable)
         assert table.row_count == 8 and table.max_scroll_y > 0
