@@ -34,6 +34,9 @@ MIN_SECRET_LEN = 3  # shorter values would mask ordinary text everywhere
 
 _SECRET_WORD = r"(?:token|secret|password|passwd|(?:api|secret|access|private)[-_.]?key)"
 _SECRET_NAME = re.compile(rf"{_SECRET_WORD}$", re.IGNORECASE)
+# Query parameters that carry a credential: token, access_token, key, api_key, apikey, password,
+# secret, sig, signature (and the same words after a prefix: X-Amz-Signature, refresh_token).
+_QUERY_WORD = r"(?:token|key|apikey|password|passwd|secret|sig|signature|credential)"
 
 # Shapes recognised in free text, each replaced by what keeps the text readable. Engines log
 # thousands of lines a second, so each pattern starts with a literal (the regex engine then skips
@@ -47,8 +50,13 @@ _PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     (("hf_",), re.compile(r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}"), MASK),
     # OpenAI-style keys: sk-..., sk-proj-..., sk-ant-...
     (("sk-",), re.compile(r"sk-(?<![A-Za-z0-9_]sk-)[A-Za-z0-9_-]{16,}"), MASK),
-    # user:password@ in URLs (a quote ends a URL: in JSON text the search then stops at the string's end).
-    (("://",), re.compile(r"://([^/\s:@\"]+):[^/\s@\"]+@"), rf"://\1:{MASK}@"),
+    # user:password@ in any URL, and user@ in a web URL (a bare user there is a token, as in
+    # https://TOKEN@host; ssh://gpu@node1 keeps its login). The whole userinfo goes. A quote ends a
+    # URL: in JSON text the search then stops at the string's end.
+    (("://",), re.compile(r"://[^/\s:@\"'<>]+:[^/\s@\"'<>]+@"), f"://{MASK}@"),
+    (("://",), re.compile(r"(?i)(?<![a-z0-9+.-])((?:http|ws)s?)://[^/\s:@\"'<>?#]+@"), rf"\1://{MASK}@"),
+    # ?token=..., &api_key=..., &sig=... in a URL's query: the name stays, the value goes.
+    (("?", "&"), re.compile(rf"(?i)([?&][a-z0-9_.-]*?{_QUERY_WORD}=)[^&#\s\"'<>]+"), rf"\1{MASK}"),
 )  # fmt: skip
 # api_key='...', "password": "...", --hf-token=..., hf_token=... in an engine's own dump of its
 # arguments or environment (a bare "token" is left alone: eos_token='</s>' is no secret). It has no
@@ -72,7 +80,8 @@ _ENV_ASSIGN = re.compile(
 )
 
 # What each of _PATTERNS masks, for reports that count what was masked (never the values).
-_PATTERN_KINDS = ("bearer credential", "hugging face token", "openai-style key", "password in a url")
+_PATTERN_KINDS = ("bearer credential", "hugging face token", "openai-style key", "password in a url",
+                  "credential in a url", "credential in a url query")
 KNOWN_KIND = "known secret value"
 ASSIGN_KIND = "secret assignment"
 
@@ -188,6 +197,12 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     return Scrubber(secrets)(text)
 
 
+def mask_url(url: str, secrets: Iterable[str] = ()) -> str:
+    """A URL for display, logs and files: userinfo and credential-carrying query parameters masked
+    (``http://admin:pw@h/m?token=t`` becomes ``http://****@h/m?token=****``)."""
+    return Scrubber(secrets)(url)
+
+
 def secret_values_in_args(args: Sequence[str]) -> list[str]:
     """The values of secret-looking arguments: ``--api-key X``, ``--hf-token=X``, ``HF_TOKEN=X``."""
     out: list[str] = []
@@ -285,6 +300,7 @@ __all__ = [
     "mask_args",
     "mask_config",
     "mask_env",
+    "mask_url",
     "scrub",
     "secret_values_in_args",
 ]

@@ -44,7 +44,7 @@ def test_scrub_recognises_secret_shapes_and_spares_ordinary_text() -> None:
     out = scrub(text)
     for secret in (HF, SK, "abcdef123456", "hunter22", "s3cr3t-v4lue"):
         assert secret not in out
-    assert "Authorization: Bearer ****" in out and "https://bob:****@hub.example/x" in out
+    assert "Authorization: Bearer ****" in out and "https://****@hub.example/x" in out
     assert "'max_num_batched_tokens': 8192" in out and "'eos_token': '</s>'" in out
     assert "hf_transfer" in out and "--max-num-batched-tokens 8192" in out
     assert scrub("the key is plainvalue", ["plainvalue"]) == f"the key is {MASK}"
