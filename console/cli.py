@@ -91,7 +91,9 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return int(func(args) or 0)
     except UserError as exc:
-        print(f"enginedeck: {exc.message}", file=sys.stderr)
+        from console.textout import shown  # made safe when raised; again for a subclass that set its own
+
+        print(f"enginedeck: {shown(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -55,6 +55,8 @@ def write(error: BaseException) -> Path | None:
 
 def one_line(error: BaseException, log: Path | None) -> str:
     """The message for the terminal: what failed, and where the traceback is."""
-    what = scrub(f"{type(error).__name__}: {error}".splitlines()[0] if str(error) else type(error).__name__)
+    from console.textout import shown  # the error's text may quote an engine: inert as well as scrubbed
+
+    what = shown(f"{type(error).__name__}: {error}".splitlines()[0] if str(error) else type(error).__name__)
     where = f"traceback in {log}" if log is not None else "the crash log could not be written"
     return f"enginedeck: internal error: {what} ({where})"

@@ -1,4 +1,9 @@
-"""Errors that reach the user as one line and an exit code, never as a traceback."""
+"""Errors that reach the user as one line and an exit code, never as a traceback.
+
+A message often quotes what an engine, a URL or a remote host said (an error body, a model id, ssh's
+stderr): it is made safe where it is made, so every place that shows one (the CLI's error line, a
+toast, the audit log) shows it scrubbed of credentials and inert (``console.textout.shown``).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,15 @@ from __future__ import annotations
 class UserError(Exception):
     """A problem the user can fix: bad input, bad configuration, missing daemon.
 
-    The CLI prints ``enginedeck: <message>`` on one line and exits with ``exit_code``.
+    The CLI prints ``enginedeck: <message>`` on one line and exits with ``exit_code``. ``message``
+    is the text given with credentials masked and controls, escapes and line breaks made visible
+    placeholders: nothing quoted in it can act on a terminal or spill onto a second line.
     """
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
+        from console.textout import shown
+
+        message = shown(message)
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code

@@ -311,5 +311,9 @@ def alert_doc(a: Alert) -> dict[str, Any]:
 
 
 def status_json(snap: FleetSnapshot, *, indent: int | None = None) -> str:
-    """The document as strict JSON: a non-finite number anywhere is null (n/a), never NaN/Infinity."""
-    return strictjson.dumps(status_doc(snap), indent=indent)
+    """The document as strict JSON: a non-finite number anywhere is null (n/a), never NaN/Infinity.
+    Every string is scrubbed of credentials (an engine URL's ``user:password@`` or ``?token=``, one
+    quoted in a reason); json escapes controls itself, so the text is otherwise as it was sent."""
+    from console.textout import scrubbed_data
+
+    return strictjson.dumps(scrubbed_data(status_doc(snap)), indent=indent)

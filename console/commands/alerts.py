@@ -55,14 +55,18 @@ def _load(engines: list[str]) -> tuple[Any, Any]:
 
 def run_list(args: argparse.Namespace) -> int:
     from console.alerts.signals import SIGNALS
+    from console.textout import shown
 
+    # Rule ids, conditions and profile names come from files anyone may have written (the user's
+    # alerts folder, profiles): each is made safe before it is padded.
     rules, profiles = _load([])
     names = sorted(profiles)
-    print(f"{'RULE':<28} {'SEVERITY':<9} {'FOR':>5} {'CLEAR':>5}  " + " ".join(f"{n:<8}" for n in names))
+    print(f"{'RULE':<28} {'SEVERITY':<9} {'FOR':>5} {'CLEAR':>5}  " + " ".join(f"{shown(n):<8}" for n in names))
     for r in rules:
         on = ["yes" if all(SIGNALS[c.signal].available(profiles[n]) for c in r.when) else "n/a" for n in names]
-        print(f"{r.id:<28} {r.severity.value:<9} {r.for_s:>4g}s {r.clear_for:>4g}s  " + " ".join(f"{o:<8}" for o in on))
-        print(f"    {' and '.join(c.text() for c in r.when)}")
+        print(f"{shown(r.id):<28} {shown(r.severity.value):<9} {r.for_s:>4g}s {r.clear_for:>4g}s  "
+              + " ".join(f"{o:<8}" for o in on))
+        print(f"    {shown(' and '.join(c.text() for c in r.when))}")
     return 0
 
 

@@ -71,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
         print("[console]")
         for k, v in doc["console"].items():
             print(f"{k} = {json.dumps(v)}")
+        from console.textout import shown
+
         for name, data in doc["engines"].items():
-            print(f"\n[engines.{name}]")
+            print(f"\n[engines.{shown(name)}]")  # values are json.dumps'd: their controls escaped
             for k, v in data.items():
                 print(f"{k} = {json.dumps(v)}")
         if "keys" in doc:

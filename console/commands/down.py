@@ -24,9 +24,12 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from console.lifecycle.cli_support import PhaseReporter, confirmed, manager_for_change
+    from console.secrets import mask_url
+    from console.textout import shown as shown_text
 
     with manager_for_change(args, "down") as (manager, inst, shown):
-        where = f"{inst.config.managed}, {inst.url}" if shown == inst.name else f"{inst.config.managed} on {shown}"
+        at = mask_url(inst.url)  # a prompt shows the address, never its credentials
+        where = f"{inst.config.managed}, {at}" if shown == inst.name else f"{inst.config.managed} on {shown}"
         if not confirmed(args, "down", shown, f"Stop {shown} ({where})?"):
             print("not stopped", file=sys.stderr)
             return 1
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             st = manager.stop(inst.name, timeout=args.timeout).result()
             if inst.config.managed == "docker":
                 manager.remove(inst.name).result()
-            print(f"{shown}: {st.detail or 'not running'}")
+            print(shown_text(f"{shown}: {st.detail or 'not running'}"))
             return 0
         finally:
             reporter.close()

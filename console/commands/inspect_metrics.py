@@ -60,6 +60,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.errors import UserError
     from console.profiles import get_profile
+    from console.secrets import mask_url
     from console.telemetry.metrics.normalize import normalize
     from console.telemetry.metrics.recognize import DRAINED, foreign_hint, is_drained
 
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         payload, shown = _read_stdin(), "<stdin>"
     else:
         payload, shown = _read_file(source), source
+    shown = mask_url(shown)  # the report names the source: never with its credentials
     reading = normalize(profile, payload)
     report = _report(profile, reading, shown)
     drained = reading.format == "trtllm-json" and reading.empty and is_drained(payload)
@@ -87,8 +89,9 @@ def run(args: argparse.Namespace) -> int:
     report["note"] = DRAINED if drained else hint
     if args.json:
         from console import strictjson
+        from console.textout import scrubbed_data
 
-        print(strictjson.dumps(report, indent=2))
+        print(strictjson.dumps(scrubbed_data(report), indent=2))
     else:
         _print_text(profile.display_name, report)
     if drained:
@@ -325,6 +328,12 @@ def _describe(canonical: str, entry: dict[str, Any] | None, in_profile: bool) ->
 
 
 def _print_text(display_name: str, report: dict[str, Any]) -> None:
+    from console.textout import shown, shown_data
+
+    # Metric names, label values (model ids), malformed lines and the note come from the payload:
+    # every string is made safe before it is formatted (and padded: a placeholder is wider).
+    report = shown_data(report)
+    display_name = shown(display_name)
     not_in_profile = set(report["not_in_profile"])
     print(
         f"{display_name} ({report['profile']})  source: {report['source']}  format: {report['format']}  "

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from console.secrets import LineScrubber, instance_scrubber
 
     # An engine that logs its own arguments must not show its key here; lines are scrubbed whole,
-    # so a secret split across two reads is still caught.
+    # so a secret split across two reads is still caught (and made inert as they are written).
     out = LineScrubber(instance_scrubber(inst))
     try:
         if inst.config.managed == "docker":
@@ -47,8 +47,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write(text: str) -> None:
+    """Write scrubbed log text (``LineScrubber`` output) made inert: an engine's own escape
+    sequences show as placeholders. Each character is replaced on its own, so a sequence split
+    across two reads is as harmless as a whole one."""
     if text:
-        sys.stdout.write(text)
+        from console.textsafe import inert
+
+        sys.stdout.write(inert(text, multiline=True))
         sys.stdout.flush()
 
 

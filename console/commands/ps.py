@@ -33,11 +33,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         manager.close()
     if args.json:
+        from console.textout import scrubbed_data
+
         doc = {"engines": [r.as_dict() for r in report.rows], "docker_error": report.docker_error}
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(scrubbed_data(doc), indent=2))
         return 0
+    from console.textout import shown
+
     if report.docker_error:
-        print(f"enginedeck: docker: {report.docker_error}", file=sys.stderr)
+        print(f"enginedeck: docker: {shown(report.docker_error)}", file=sys.stderr)
     headers = ("NAME", "BACKEND", "PHASE", "ID", "ADDRESS", "GPUS", "IMAGE/COMMAND", "NOTE")
     rows = []
     for r in report.rows:
@@ -46,8 +50,12 @@ def run(args: argparse.Namespace) -> int:
             note = note or "monitor-only"
         if r.config_changed:
             note = ("config changed: restart to apply; " + note).rstrip("; ")
-        image = r.image if len(r.image) <= 48 else r.image[:45] + "..."
-        rows.append((r.name, r.backend, r.phase, r.ident, r.address, r.gpus or "-", image, note[:80]))
+        # Container names, images, commands and details come from Docker and the engines: made safe
+        # before they are cut and padded (a placeholder is wider than the character it stands for).
+        image, note = shown(r.image), shown(note)
+        image = image if len(image) <= 48 else image[:45] + "..."
+        fields = (r.name, r.backend, r.phase, r.ident, r.address, r.gpus or "-")
+        rows.append((*(shown(f) for f in fields), image, note[:80]))
     if not rows:
         print("no engines configured or found")
         return 0

@@ -25,9 +25,11 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from console.lifecycle.cli_support import bring_up, confirmed, manager_for_change
+    from console.secrets import mask_url
 
     with manager_for_change(args, "restart") as (manager, inst, shown):
-        where = f"{inst.config.managed}, {inst.url}" if shown == inst.name else f"{inst.config.managed} on {shown}"
+        at = mask_url(inst.url)  # a prompt shows the address, never its credentials
+        where = f"{inst.config.managed}, {at}" if shown == inst.name else f"{inst.config.managed} on {shown}"
         prompt = f"Restart {shown} ({where})? It stops serving until ready again."
         if not confirmed(args, "restart", shown, prompt):
             print("not restarted", file=sys.stderr)

@@ -187,9 +187,10 @@ def _rate(r: Any) -> str:
 def render_text(snap: Any) -> str:
     from console.model import FleetSnapshot
     from console.status_doc import gpu_owners
+    from console.textout import shown
 
     assert isinstance(snap, FleetSnapshot)
-    lines = []
+    lines: list[str] = []
     header = (f"{'ENGINE':<34} {'PHASE':<11} {'RUN':>4} {'WAIT':>4} {'KV':>6} {'HIT':>6} "
               f"{'GEN/s':>7} {'PRM/s':>7} {'TTFT50':>7} {'TTFT99':>7} {'ITL50':>6}")
     lines.append(header)
@@ -199,7 +200,8 @@ def render_text(snap: Any) -> str:
     for e in snap.engines:
         m = e.total
         stale = f"  [stale: {e.metrics_freshness.reason}]" if e.metrics_freshness.stale else ""
-        name = e.name if len(e.name) <= 34 else e.name[:33] + "…"
+        name = shown(e.name)  # before the cut: a placeholder is wider than what it stands for
+        name = name if len(name) <= 34 else name[:33] + "…"
         if m is None:
             lines.append(f"{name:<34} {e.phase.value:<11}{stale}")
             continue
@@ -242,4 +244,6 @@ def render_text(snap: Any) -> str:
             value = "n/a" if a.value is None else f"{a.value:.4g}"
             lines.append(f"ALERT {a.state.value} {a.severity} {a.rule} on {a.engine}: {a.summary} "
                          f"({a.condition}; now {value})")
-    return "\n".join(lines)
+    # Names, model ids, versions, reasons and evidence come from engines, remote hosts and sources:
+    # each line leaves scrubbed and inert (a line break inside one shows as a placeholder).
+    return "\n".join(shown(line) for line in lines)

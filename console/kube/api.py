@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from console.secrets import scrub
 from console.sources import KubeTarget
 
 # What each request needs (the RBAC rule the Role in docs/sources.md grants).
@@ -27,7 +28,7 @@ class KubeError(Exception):
     """One line: which request failed and why."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
+        super().__init__(scrub(message))  # httpx's text names the URL it asked, credentials and all
         self.status = status
 
 

@@ -17,7 +17,8 @@ from console.lifecycle.errors import LifecycleError, LifecycleTimeout
 from console.lifecycle.manager import LifecycleManager
 from console.lifecycle.state import InstanceState
 from console.model import Phase
-from console.secrets import scrub, secret_values_in_args
+from console.secrets import secret_values_in_args
+from console.textout import shown as shown_text
 
 
 def load(args: argparse.Namespace) -> tuple[Config, EngineInstance | None]:
@@ -155,8 +156,9 @@ class PhaseReporter:
                 self.out.write(self._scrub(f"{self.name}: WARNING: {st.warning}") + "\n")
 
     def _scrub(self, text: str) -> str:
-        # Details and evidence quote engine output: the same rule as its log lines.
-        return self._manager.logs(self.name).scrubber(text)
+        # Details and evidence quote engine output: the same rule as its log lines, and inert (an
+        # escape sequence in a loading line shows as placeholders).
+        return shown_text(text, self._manager.logs(self.name).scrubber)
 
     def close(self) -> None:
         self._unsub()
@@ -199,7 +201,7 @@ def bring_up(manager: LifecycleManager, inst: EngineInstance, action: Literal["s
             if shown and shown != name:
                 at = f"127.0.0.1:{inst.config.port or inst.profile.container.port} on {shown.partition('/')[0]}"
             # Flushed: a script reading this line from a pipe waits for it while the engine runs on.
-            print(f"{shown or name} ready at {at} ({time.monotonic() - t0:.1f} s)", flush=True)
+            print(shown_text(f"{shown or name} ready at {at} ({time.monotonic() - t0:.1f} s)"), flush=True)
             if st.config_changed:
                 print(f"note: {name} was already running with an older configuration; "
                       f"`enginedeck restart {name}` applies the current one", file=sys.stderr)  # fmt: skip
@@ -218,10 +220,10 @@ def _foreground(manager: LifecycleManager, name: str) -> int:
     except KeyboardInterrupt:
         print(f"\n{name}: stopping", file=sys.stderr)
         st = manager.stop(name).result()
-        print(f"{name}: {st.detail}")
+        print(f"{name}: {shown_text(st.detail)}")
         return 0
     if st.phase is Phase.EXITED and st.exit_code in (0, 143):
-        print(f"{name}: {st.detail}")
+        print(f"{name}: {shown_text(st.detail)}")
         return 0
     raise fail_from_state(st, "run")
 
@@ -231,8 +233,8 @@ def fail_from_state(st: InstanceState, action: str = "start") -> LifecycleError:
     if st.last_log_lines:
         print(f"last log lines of {st.name}:", file=sys.stderr)
         for line in st.last_log_lines[-10:]:
-            print(f"  | {scrub(line)}", file=sys.stderr)
-    return LifecycleError(scrub(f"{st.name}: {action} failed: {st.detail or st.phase.value}"))
+            print(f"  | {shown_text(line)}", file=sys.stderr)
+    return LifecycleError(f"{st.name}: {action} failed: {st.detail or st.phase.value}")  # made safe by UserError
 
 
 def confirmed(args: argparse.Namespace, action: str, name: str, prompt: str) -> bool:

@@ -17,13 +17,18 @@ from typing import Any
 import httpx
 import orjson
 
+from console.secrets import scrub
 from console.sources import PromTarget
 
 MAX_POINTS = 11_000  # Prometheus refuses a query_range of more points per series than this
 
 
 class PromError(Exception):
-    """One line: which endpoint failed and why."""
+    """One line: which endpoint failed and why, scrubbed of credentials (httpx names the URL it
+    asked, with its ``user:password@``; a server's error text can quote a ``?token=``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(scrub(message))
 
 
 @dataclass(frozen=True, slots=True)

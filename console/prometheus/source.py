@@ -40,6 +40,7 @@ from console.profiles import EngineProfile
 from console.prometheus.api import PromClient, PromError, TargetInfo, step_for
 from console.prometheus.backfill import Query, Split, bucket_quantiles, grid, group_by_profile, queries_for
 from console.prometheus.federate import EngineText, profile_for, split_federate
+from console.secrets import scrub
 from console.sources import PolledSource, PromTarget, matchers_text
 from console.telemetry.metrics.history import CHART_POINTS, History
 from console.telemetry.metrics.normalize import normalize
@@ -207,8 +208,9 @@ class PromSource(PolledSource):
         up = part.up is None or part.up >= 1
         if not up and (target is None or target.health != "down"):
             self._rediscover = True
-        detail = "" if up else "Prometheus: target down" + (f": {target.last_error}" if target and target.last_error
-                                                             else "")
+        # Prometheus's lastError names the scrape URL, with its ?token= or user:password@ if it has one.
+        detail = "" if up else "Prometheus: target down" + (f": {scrub(target.last_error)}"
+                                                             if target and target.last_error else "")
         snap = e.snap
         if part.lines and part.ts_ms > e.ts_ms:
             e.ts_ms = part.ts_ms
