@@ -91,9 +91,9 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return int(func(args) or 0)
     except UserError as exc:
-        from console.textout import shown  # made safe when raised; again for a subclass that set its own
+        from console.textsafe import inert  # made safe when raised; inert again for a subclass that set its own
 
-        print(f"enginedeck: {shown(exc.message)}", file=sys.stderr)
+        print(f"enginedeck: {inert(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -16,10 +16,11 @@ class UserError(Exception):
     placeholders: nothing quoted in it can act on a terminal or spill onto a second line.
     """
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        from console.textout import shown
+    def __init__(self, message: str, exit_code: int = 1, *, made_safe: bool = False) -> None:
+        if not made_safe:  # ``made_safe``: the caller made each part safe itself (ConfigError)
+            from console.textout import shown
 
-        message = shown(message)
+            message = shown(message)
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
@@ -29,11 +30,17 @@ class UserError(Exception):
 
 
 class ConfigError(UserError):
-    """A configuration or profile file is invalid. Message names file, key and problem."""
+    """A configuration or profile file is invalid. Message names file, key and problem.
+
+    The key is made inert but not scrubbed: a key named ``password`` followed by ``: unknown key``
+    is the shape of a secret assignment, and the key is the user's own word, not a secret."""
 
     def __init__(self, file: str, key: str, problem: str) -> None:
-        where = f"{file}: {key}" if key else file
-        super().__init__(f"{where}: {problem}", exit_code=1)
+        from console.textout import shown
+        from console.textsafe import inert
+
+        where = f"{shown(file)}: {inert(key)}" if key else shown(file)
+        super().__init__(f"{where}: {shown(problem)}", exit_code=1, made_safe=True)
         self.file = file
         self.key = key
         self.problem = problem

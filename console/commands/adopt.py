@@ -41,5 +41,7 @@ def run(args: argparse.Namespace) -> int:
         st = manager.adopt(inst.name, args.container).result()
     finally:
         manager.close()
-    print(f"{inst.name}: adopted ({st.one_line()})")
+    from console.textout import shown
+
+    print(shown(f"{inst.name}: adopted ({st.one_line()})"))  # the container's details are Docker's
     return 0

@@ -53,8 +53,10 @@ def run(args: argparse.Namespace) -> int:
             write(rec.documents(lo, hi), sys.stdout)
     except RecordingError as exc:
         raise UserError(str(exc)) from None
-    for note in rec.damage_notes():
-        print(f"enginedeck: {note}", file=sys.stderr)
+    from console.textout import shown
+
+    for note in rec.damage_notes():  # a note can quote the recording, which is anyone's file
+        print(f"enginedeck: {shown(note)}", file=sys.stderr)
     if rec.skipped:
         print(f"enginedeck: {rec.skipped} damaged frame(s) skipped", file=sys.stderr)
     return 0

@@ -21,6 +21,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.lifecycle.cli_support import load_for_change
     from console.lifecycle.manager import LifecycleManager
+    from console.textout import shown as shown_text
 
     cfg, inst = load_for_change(args, "pull")
     image = inst.config.image or f"{inst.profile.container.image}:{inst.profile.container.tag}"
@@ -28,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     shown = [-10.0]
 
     def progress(pct: float, status: str) -> None:
+        status = shown_text(status)  # the registry's words
         if tty:
             bar = "#" * int(pct / 5)
             sys.stderr.write(f"\rpulling {image} [{bar:<20}] {pct:5.1f}% {status[:30]:<30}")

@@ -93,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
         hub.stop()
         recorder.stop()
     if recorder.error:
-        print(f"enginedeck: {recorder.error}", file=sys.stderr)
+        from console.textout import shown
+
+        print(f"enginedeck: {shown(recorder.error)}", file=sys.stderr)
         return 1
     print(f"recorded {recorder.documents} snapshots to {directory}", file=sys.stderr)
     return 0

@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     notes = rec.damage_notes()
     run_replay(src, settings, profiles=load_profiles(), simulated=simulated, title=f"replay of {path.name}",
                keys=config.keys, notices=notes)
+    from console.textout import shown
+
     for note in notes:  # also after the screen is gone, where the terminal keeps it
-        print(f"enginedeck: {note}", file=sys.stderr)
+        print(f"enginedeck: {shown(note)}", file=sys.stderr)
     return 0

@@ -7,6 +7,7 @@ under test (its own list of what a terminal acts on)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -181,3 +182,28 @@ def served(engine: FakeEngine) -> Iterator[FakeEngine]:
         yield engine
     finally:
         engine.stop()
+
+
+@contextlib.contextmanager
+def live_process_record(state: Path, name: str, command: list[str]) -> Iterator[int]:
+    """A process record (as `up` writes for a process engine) for a sleeping child of this test,
+    so `ps` and `logs -f` find ``name`` running with ``command``; yields the child's pid."""
+    import os
+    import subprocess
+
+    import psutil
+    import pytest
+
+    from console.lifecycle.process_records import ProcessRecord, write_record
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("ENGINEDECK_STATE_DIR", str(state))
+            write_record(ProcessRecord(name=name, profile="vllm", pid=sleeper.pid, pgid=sleeper.pid,
+                                       create_time=psutil.Process(sleeper.pid).create_time(), owner_pid=os.getpid(),
+                                       address="127.0.0.1:18999", command=command, config_hash="", gpus=""))
+        yield sleeper.pid
+    finally:
+        sleeper.kill()
+        sleeper.wait()

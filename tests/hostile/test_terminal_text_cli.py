@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -35,6 +36,7 @@ from tests.hostile._cli_fakes import (
     fake_ssh,
     hostile,
     json_answer,
+    live_process_record,
     placeholder,
     served,
     vllm_metrics,
@@ -235,18 +237,8 @@ def test_logs_follow_sanitises_a_sequence_split_across_reads(tmp_path: Path) -> 
     log = _log_file(state, "live")
     log.write_text("started\n")
     conf = _process_engine_config(tmp_path / "c.toml", "live")
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        import psutil
-
-        from console.lifecycle.process_records import ProcessRecord, write_record
-
-        env = {**os.environ, "ENGINEDECK_STATE_DIR": str(state)}
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("ENGINEDECK_STATE_DIR", str(state))
-            write_record(ProcessRecord(name="live", profile="vllm", pid=sleeper.pid, pgid=sleeper.pid,
-                                       create_time=psutil.Process(sleeper.pid).create_time(), owner_pid=os.getpid(),
-                                       address="127.0.0.1:18999", command=["x"], config_hash="", gpus=""))  # fmt: skip
+    env = {**os.environ, "ENGINEDECK_STATE_DIR": str(state)}
+    with live_process_record(state, "live", ["x"]) as pid:
         follower = subprocess.Popen([sys.executable, "-m", "console", "logs", "live", "-f", "--config", str(conf)],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
         try:
@@ -261,14 +253,25 @@ def test_logs_follow_sanitises_a_sequence_split_across_reads(tmp_path: Path) -> 
                     f.flush()
                     time.sleep(0.35)  # longer than the follower's poll: each piece is its own read
         finally:
-            sleeper.terminate()  # the engine ends: `logs -f` ends after its last read
+            os.kill(pid, signal.SIGTERM)  # the engine ends: `logs -f` ends after its last read
             out, err = follower.communicate(timeout=30)
-    finally:
-        sleeper.kill()
-        sleeper.wait()
     text = out.decode("utf-8", "replace")
     assert_terminal_safe(text + err.decode(), "logs -f")
     assert "copy ␛]52;c;cHduZWQ=␇ then ␛[2J and C1 \\u009b2J done\n" in text
+
+
+def test_ps_shows_a_hostile_command_line_inert(tmp_path: Path) -> None:
+    """`ps` lists a process engine's command line (the engine's own arguments): inert, aligned."""
+    state = tmp_path / "state"
+    conf = _process_engine_config(tmp_path / "c.toml", "eng")
+    with live_process_record(state, "eng", [hostile("osc0-title"), "serve.py"]):
+        r = subprocess.run([sys.executable, "-m", "console", "ps", "--config", str(conf)], capture_output=True,
+                           env={**os.environ, "ENGINEDECK_STATE_DIR": str(state), "DOCKER_HOST": "unix:///nonexistent"},
+                           timeout=60)  # fmt: skip
+    text = r.stdout.decode() + r.stderr.decode()
+    assert r.returncode == 0, text
+    assert_terminal_safe(text, "ps")
+    assert "<<osc0-title:␛]0;pwned-title␇>>" in text
 
 
 # -- remote hosts ------------------------------------------------------------------------------------
@@ -392,7 +395,7 @@ def test_alerts_list_shows_a_hostile_user_rule_inert(tmp_path: Path) -> None:
 # -- the formatting functions, fed arbitrary text ----------------------------------------------------
 
 # Any characters, with the ones a terminal acts on drawn often (each is one character).
-_ANY_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)) | st.sampled_from(
+_ANY_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]) | st.sampled_from(
     ["\x1b", "\x9b", "\x9d", "\x07", "\r", "\n", "\t", "\u202e", "\u2066", "\u200b", "\ufeff", "]", "["]),
     max_size=60)
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
