@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from console.secrets import Scrubber
 from console.textsafe import inert
 
+_PLAIN_TYPES = frozenset({int, float, bool, type(None)})
 _PATTERNS_ONLY = Scrubber()  # recognised shapes: URL userinfo and query credentials, bearer, hf_/sk- keys
 
 
@@ -43,9 +44,33 @@ def shown_data(value: Any, scrubber: Scrubber | None = None) -> Any:
 
 
 def scrubbed_data(value: Any, scrubber: Scrubber | None = None) -> Any:
-    """A copy of JSON-like data with every string scrubbed of credentials and nothing else changed
-    (JSON output: json escapes controls itself, and the document keeps the text as it was sent)."""
-    return (scrubber or _PATTERNS_ONLY).data(value)
+    """A copy of JSON-like data with every string value scrubbed of credentials and nothing else
+    changed (JSON output: json escapes controls itself, and the document keeps the text as it was
+    sent). Keys are the document's own schema: left as they are (``status --json --watch`` is each
+    remote host's stream, written every period)."""
+    scrub = scrubber or _PATTERNS_ONLY
+    done: dict[str, str] = {}  # a document repeats its strings ("5s", "ok", units): each is scrubbed once
+
+    def walk(v: Any) -> Any:
+        t = type(v)
+        if t is str:
+            out = done.get(v)
+            if out is None:
+                out = done[v] = scrub(v)
+            return out
+        if t is dict:  # numbers are most of a status document: no call for them
+            return {k: x if type(x) in _PLAIN_TYPES else walk(x) for k, x in v.items()}
+        if t is list or t is tuple:
+            return [x if type(x) in _PLAIN_TYPES else walk(x) for x in v]
+        if isinstance(v, str):  # a str subclass (an enum's value)
+            return walk(str(v))
+        if isinstance(v, Mapping):
+            return walk(dict(v))
+        if isinstance(v, list | tuple):
+            return walk(list(v))
+        return v
+
+    return walk(value)
 
 
 def say(text: str, *, file: TextIO | None = None, flush: bool = False, scrubber: Scrubber | None = None) -> None:
