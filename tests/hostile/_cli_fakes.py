@@ -207,3 +207,17 @@ def live_process_record(state: Path, name: str, command: list[str]) -> Iterator[
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+@contextlib.contextmanager
+def own_dirs(root: Path) -> Iterator[Path]:
+    """State, config, cache and recording folders of this test module's own, for in-process runs
+    and the subprocesses that inherit the environment (a demo running on this machine, or the
+    user's alert rules, must not change what a test sees)."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        for var, sub in (("ENGINEDECK_STATE_DIR", "state"), ("ENGINEDECK_CONFIG_DIR", "config"),
+                         ("ENGINEDECK_CACHE_DIR", "cache"), ("ENGINEDECK_RECORDING_DIR", "recordings")):
+            mp.setenv(var, str(root / sub))
+        yield root

@@ -28,6 +28,7 @@ from tests.hostile._cli_fakes import (
     fake_ssh,
     json_answer,
     live_process_record,
+    own_dirs,
     served,
     vllm_metrics,
     wait_for,
@@ -36,6 +37,13 @@ from tests.hostile._cli_fakes import (
 PASSWORD = "PlantedPassw0rd"
 TOKEN = "PlantedT0kenValue"
 SECRETS = (PASSWORD, TOKEN)
+
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _own_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with own_dirs(tmp_path_factory.mktemp("dirs")) as root:
+        yield root
 
 
 def _run_main(*argv: str) -> tuple[int, str, str]:

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unicodedata
 from collections.abc import Iterator
@@ -37,11 +38,18 @@ from tests.hostile._cli_fakes import (
     hostile,
     json_answer,
     live_process_record,
+    own_dirs,
     placeholder,
     served,
     vllm_metrics,
     wait_for,
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _own_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with own_dirs(tmp_path_factory.mktemp("dirs")) as root:
+        yield root
 
 
 def _run_main(*argv: str) -> tuple[int, str, str]:
@@ -113,12 +121,19 @@ def test_status_watch_lines_stay_safe_too(tmp_path: Path, monkeypatch: pytest.Mo
         proc = subprocess.Popen([sys.executable, "-m", "console", "status", "--config", str(conf), "--sample", "0",
                                  "--gpus", "none", "--watch", "0.3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env={**os.environ}, start_new_session=True)  # fmt: skip
+        lines: list[bytes] = []
         try:
-            time.sleep(3)
+            assert proc.stdout is not None
+            deadline = time.monotonic() + 60  # a loaded machine starts Python slowly; two reports end it
+            while sum(x.startswith(b"ENGINE ") for x in lines) < 2 and time.monotonic() < deadline:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                lines.append(line)
         finally:
             proc.terminate()
             out, err = proc.communicate(timeout=20)
-        text = out.decode("utf-8", "replace") + err.decode("utf-8", "replace")
+        text = (b"".join(lines) + out).decode("utf-8", "replace") + err.decode("utf-8", "replace")
         assert text.count("ENGINE ") >= 2, text
         assert_terminal_safe(text, "status --watch")
         assert placeholder("osc52-clipboard") in text
@@ -243,9 +258,23 @@ def test_logs_follow_sanitises_a_sequence_split_across_reads(tmp_path: Path) -> 
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
         try:
             assert follower.stdout is not None
-            first = follower.stdout.readline()  # the tail: following has begun
-            assert first == b"started\n"
-            time.sleep(0.6)  # `logs` opens the file to follow only after printing its tail
+            assert follower.stdout.readline() == b"started\n"  # the tail
+            # `logs` opens the file to follow only after printing its tail: lines written meanwhile are
+            # not shown. Write a mark until one comes back, so the pieces below are followed.
+            following = threading.Event()
+
+            def mark() -> None:
+                while not following.wait(0.2):
+                    with log.open("ab") as f:
+                        f.write(b"mark\n")
+
+            marker = threading.Thread(target=mark, daemon=True)
+            marker.start()
+            deadline = time.monotonic() + 30
+            while follower.stdout.readline() != b"mark\n" and time.monotonic() < deadline:
+                pass
+            following.set()
+            marker.join()
             pieces = [b"copy \x1b", b"]52;c;cHduZWQ=", b"\x07 then \x1b[", b"2J and C1 \xc2", b"\x9b2J done\n"]
             with log.open("ab") as f:
                 for piece in pieces:
