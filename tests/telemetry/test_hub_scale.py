@@ -27,6 +27,7 @@ from console.config import EngineInstance, parse_engine_ref
 from console.ports import free_port
 from console.telemetry.host.usage import HostSource
 from console.telemetry.hub import Hub
+from tests import procgroup
 
 DEADLINE = 30.0  # seconds a step may take on a slow, shared host
 
@@ -35,9 +36,9 @@ DEADLINE = 30.0  # seconds a step may take on a slow, shared host
 def sim_url() -> Iterator[tuple[str, int]]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port),
-                             "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    proc = procgroup.popen([sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port),
+                            "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)  # fmt: skip
     try:
         deadline = time.monotonic() + DEADLINE
         while True:
@@ -142,8 +143,8 @@ def test_https_engines_share_one_tls_context() -> None:
 
 def test_one_host_round_lists_the_processes_once(monkeypatch: pytest.MonkeyPatch) -> None:
     n = 6
-    procs = [subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
-                              start_new_session=True, stdout=subprocess.PIPE)
+    procs = [procgroup.popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                             start_new_session=True, stdout=subprocess.PIPE)
              for _ in range(n)]
     # Read them once they are running Python: just after exec a process holds under 1 MB.
     for p in procs:
