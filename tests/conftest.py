@@ -49,7 +49,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow = slow_functions()
     root = Path(__file__).resolve().parent.parent
     for item in items:
-        function = f"{item.path.relative_to(root).as_posix()}::{item.name.split('[')[0]}"
+        where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
+        function = f"{where}::{item.name.split('[')[0]}"
         if function in slow:
             item.add_marker(pytest.mark.slow)
         if helpers.skip_promtool() and item.get_closest_marker("promtool"):
