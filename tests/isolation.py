@@ -93,12 +93,22 @@ def command_line(pid: int) -> str:
         return "?"
 
 
+def _helpers_of_this_process() -> set[int]:
+    """multiprocessing's resource tracker and fork server: started once by the first spawn in this
+    process (e.g. a bench in a test) and shared by all that follow; they end with this process."""
+    from multiprocessing import forkserver, resource_tracker
+
+    pids = {getattr(resource_tracker._resource_tracker, "_pid", None),
+            getattr(forkserver._forkserver, "_forkserver_pid", None)}  # fmt: skip
+    return {pid for pid in pids if pid is not None}
+
+
 def marked(root: Path, candidates: set[int]) -> list[int]:
     """The live processes among ``candidates`` whose environment names a folder under ``root``
-    (a zombie's environment reads empty: it is not running)."""
+    (a zombie's environment reads empty: it is not running), but this process's helpers."""
     mark = os.fsencode(str(root)) + b"/"
-    me = os.getpid()
-    return sorted(pid for pid in candidates if pid != me and mark in _environment(pid))
+    mine = {os.getpid()} | _helpers_of_this_process()
+    return sorted(pid for pid in candidates if pid not in mine and mark in _environment(pid))
 
 
 def leftovers(root: Path, before: set[int], grace: float = 3.0) -> dict[int, str]:
