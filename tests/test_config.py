@@ -11,6 +11,7 @@ import pytest
 
 from console.config import load_config, parse_engine_ref, resolve_engines
 from console.errors import ConfigError, UserError
+from tests import procgroup
 
 GOOD = """
 [console]
@@ -93,8 +94,8 @@ def _cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Comp
     import os
 
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, env=env,
-                          timeout=60)
+    return procgroup.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, env=env,
+                         timeout=60)
 
 
 def test_config_show_masks_secrets(tmp_path: Path) -> None:

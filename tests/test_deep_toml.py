@@ -7,12 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import procgroup
+
 DEEP = "x = " + "[" * 5000 + "]" * 5000 + "\n"
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **env})  # fmt: skip
+    return procgroup.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, **env})  # fmt: skip
 
 
 def test_deeply_nested_config_is_one_line(tmp_path: Path) -> None:

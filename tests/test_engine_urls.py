@@ -3,7 +3,6 @@ the config file and from ``--engine PROFILE@URL``, never a collector that dies o
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 
 from console.config import load_config, parse_engine_ref
 from console.errors import ConfigError, UserError
+from tests import procgroup
 
 BAD_URLS = {
     "http://127.0.0.1:80000": "port 80000 is out of range (1-65535)",
@@ -45,7 +45,7 @@ def test_good_urls_still_pass() -> None:
 
 
 def test_status_with_bad_port_is_one_line_exit_1() -> None:
-    proc = subprocess.run(
+    proc = procgroup.run(
         [sys.executable, "-m", "console", "status", "--engine", "vllm@http://127.0.0.1:80000", "--json"],
         capture_output=True, text=True, timeout=60,
     )

@@ -29,6 +29,7 @@ from console.config import parse_engine_ref
 from console.model import EngineSnapshot, FleetSnapshot, Phase
 from console.ports import free_port
 from console.telemetry.hub import Hub
+from tests import procgroup
 
 REFRESH = 0.25
 # B must never go longer than this without a new sample while A is broken. Its period is 0.25 s;
@@ -39,8 +40,8 @@ B_MAX_GAP = 2.0
 
 def _spawn(args: list[str], stdin: int | None = None, stdout: int | None = None,
            stderr: int | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", *args], stdin=stdin, stdout=stdout, stderr=stderr,
-                            start_new_session=True)
+    return procgroup.popen([sys.executable, "-m", *args], stdin=stdin, stdout=stdout, stderr=stderr,
+                           start_new_session=True)
 
 
 def _end(proc: subprocess.Popen[bytes] | None) -> None:

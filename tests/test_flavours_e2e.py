@@ -17,6 +17,7 @@ from console.config import parse_engine_ref
 from console.model import Phase
 from console.ports import free_port
 from console.telemetry.hub import Hub
+from tests import procgroup
 
 # What each engine really has: (kv usage, prefix hit rate, ttft histogram, itl histogram).
 # TGI and trtllm publish a per-request TPOT instead of an ITL histogram.
@@ -33,7 +34,7 @@ def _start(engine: str, port: int, api_key: str | None) -> subprocess.Popen[byte
     cmd = [sys.executable, "-m", "console", "sim", "--engine", engine, "--port", str(port), "--seed", "5"]
     if api_key:
         cmd += ["--api-key", api_key]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return procgroup.popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def _load(url: str, key: str | None, stop: threading.Event) -> None:

@@ -22,6 +22,7 @@ from console.config import parse_engine_ref
 from console.model import FleetSnapshot, Phase
 from console.ports import free_port
 from console.telemetry.hub import Hub
+from tests import procgroup
 
 DEADLINE = 20.0  # seconds a step may take on a slow, shared host before the test gives up
 
@@ -77,8 +78,8 @@ def _wait(url: str) -> None:
 def test_hub_process_stats_pause_and_refresh() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "console", "sim", "--engine", "sglang", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    proc = procgroup.popen([sys.executable, "-m", "console", "sim", "--engine", "sglang", "--port", str(port)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     inst = dataclasses.replace(parse_engine_ref(f"sglang@{url}"), pids=(proc.pid,))
     period = 0.3
     hub = Hub([inst], refresh=period, gpu_source="none")

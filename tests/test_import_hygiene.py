@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import pkgutil
-import subprocess
 import sys
 
 import pytest
 
 import console
+from tests import procgroup
 
 CORE_PACKAGES = ("console.telemetry", "console.transport", "console.lifecycle", "console.client", "console.sim")
 HEAVY = ("textual", "rich", "httpx", "aiohttp", "pydantic", "docker", "pynvml", "prometheus_client",
@@ -26,7 +26,7 @@ HEAVY = ("textual", "rich", "httpx", "aiohttp", "pydantic", "docker", "pynvml", 
 def _loaded_after(code: str) -> list[str]:
     # A None in sys.modules is an import blocked on purpose (cli._skip_unused_imports), not a module.
     probe = code + "\nimport json, sys\nprint(json.dumps(sorted(m for m, v in sys.modules.items() if v is not None)))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    out = procgroup.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     loaded: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
     return loaded
 

@@ -14,7 +14,6 @@ import itertools
 import json
 import math
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -38,6 +37,7 @@ from console.telemetry.metrics.normalize import normalize
 from console.telemetry.metrics.windows import EngineMetricsState
 from console.ui.app import DeckApp, UiOptions
 from console.ui.widgets.chart import block_chart, spark
+from tests import procgroup
 from tests.extremes import FINITE_EXTREMES, vllm_payload
 
 
@@ -219,9 +219,9 @@ def extreme_engine() -> Iterator[str]:
 
 def test_status_json_nulls_and_names_invalid_figures() -> None:
     with extreme_engine() as url:
-        r = subprocess.run([sys.executable, "-m", "console", "status", "--json", "--engine", f"vllm@{url}",
-                            "--sample", "3", "--gpus", "none"],
-                           capture_output=True, text=True, timeout=120, env=os.environ.copy())
+        r = procgroup.run([sys.executable, "-m", "console", "status", "--json", "--engine", f"vllm@{url}",
+                           "--sample", "3", "--gpus", "none"],
+                          capture_output=True, text=True, timeout=120, env=os.environ.copy())
         assert r.returncode in (0, 1), r.stderr
         doc = json.loads(r.stdout)
         engine = doc["engines"][0]
@@ -229,8 +229,8 @@ def test_status_json_nulls_and_names_invalid_figures() -> None:
         check_model_doc(engine["summary"])
         assert engine["summary"]["invalid"], engine["summary"]
         assert all(set(f) == {"field", "reported", "allowed"} for f in engine["summary"]["invalid"])
-        text = subprocess.run([sys.executable, "-m", "console", "status", "--engine", f"vllm@{url}", "--sample", "2",
-                               "--gpus", "none"], capture_output=True, text=True, timeout=120, env=os.environ.copy())
+        text = procgroup.run([sys.executable, "-m", "console", "status", "--engine", f"vllm@{url}", "--sample", "2",
+                              "--gpus", "none"], capture_output=True, text=True, timeout=120, env=os.environ.copy())
         assert "invalid data, shown as n/a:" in text.stdout, text.stdout
         assert "inf%" not in text.stdout and "e+308" not in text.stdout.splitlines()[1], text.stdout
 

@@ -15,6 +15,7 @@ import pytest
 from console.config import load_config, parse_config
 from console.errors import ConfigError, UserError
 from console.keymap import KeyNameError, normalise_key
+from tests import procgroup
 
 ENGINE = '[engines.a]\nprofile = "vllm"\nurl = "http://127.0.0.1:9"\n'
 
@@ -75,7 +76,7 @@ def test_the_configuration_checks_keys_without_textual() -> None:
         "parse_config({'keys': {'pause': ['?', 'ctrl+r']}}, 'c.toml')\n"
         "print(sorted(m for m in sys.modules if m == 'textual' or m.startswith(('textual.', 'console.ui'))))"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    out = procgroup.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
 
 
@@ -98,8 +99,8 @@ def test_ids_and_shared_keys_are_checked_before_the_console_starts(tmp_path: Pat
 
 def _cli(*args: str, config_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ENGINEDECK_CONFIG_DIR": str(config_dir), "ENGINEDECK_STATE_DIR": str(config_dir / "st")}
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, env=env,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    return procgroup.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, env=env,
+                         timeout=120, stdin=subprocess.DEVNULL)
 
 
 def _one_line_error(r: subprocess.CompletedProcess[str], *parts: str) -> None:

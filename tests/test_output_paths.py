@@ -26,14 +26,15 @@ from console import outfile
 from console.errors import UserError
 from console.ports import free_port
 from console.recording import RecordingWriter
+from tests import procgroup
 from tests.recording.fleetdocs import docs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _enginedeck(*args: str, state: Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "console", *args], cwd=ROOT, capture_output=True, timeout=120,
-                          env={**os.environ, "ENGINEDECK_STATE_DIR": str(state), "ENGINEDECK_CONFIG_DIR": str(state)})
+    return procgroup.run([sys.executable, "-m", "console", *args], cwd=ROOT, capture_output=True, timeout=120,
+                         env={**os.environ, "ENGINEDECK_STATE_DIR": str(state), "ENGINEDECK_CONFIG_DIR": str(state)})
 
 
 def _recording(tmp_path: Path) -> Path:

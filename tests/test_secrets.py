@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from console.secrets import (
     scrub,
     secret_values_in_args,
 )
+from tests import procgroup
 
 HF = "hf_" + "Ab3dEf6hIj9kLm2oPq5sTu8wXy1zAb4dEf"  # the shape of a real user access token
 SK = "sk-proj-" + "Zq9Xw8Ve7Ut6Sr5Qp4On3Ml2"
@@ -110,8 +110,8 @@ def test_config_show_masks_extra_args(tmp_path: Path) -> None:
     )
     env = {**os.environ, "ENGINEDECK_CONFIG_DIR": str(tmp_path)}
     for extra in ([], ["--json"]):
-        r = subprocess.run([sys.executable, "-m", "console", "config", "show", *extra, "--config", str(conf)],
-                           capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+        r = procgroup.run([sys.executable, "-m", "console", "config", "show", *extra, "--config", str(conf)],
+                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
         assert r.returncode == 0, r.stderr
         for secret in ("plain-arg-secret", "other-arg-secret", HF):
             assert secret not in r.stdout

@@ -29,6 +29,7 @@ from console.model import FleetSnapshot, Phase, Quantiles
 from console.ports import free_port
 from console.sim.fleet import Fleet, start_fleet
 from console.telemetry.hub import Hub
+from tests import procgroup
 
 pytestmark = pytest.mark.slow
 PERIOD = 1.0
@@ -236,7 +237,7 @@ def test_status_agrees_with_ground_truth(fleet: Fleet) -> None:
 
 
 def _start_sim(port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    return procgroup.popen(
         [sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port), "--seed", "3"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )

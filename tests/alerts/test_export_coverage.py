@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from console.alerts.export import alert_name, export_prometheus
 from console.alerts.rules import Rule, load_rules
 from console.alerts.signals import min_history_s
 from console.model import AlertState
+from tests import procgroup
 from tests.alerts.harness import T0, Knobs, VirtualEngine
 from tests.alerts.test_promtool import _series
 
@@ -62,8 +62,8 @@ def prometheus_firing(promtool: Path, tmp: Path, v: VirtualEngine, rule: Rule) -
         lines += [f"      - eval_time: {round(tr.t - T0)}s", f"        alertname: {alert_name(rule)}",
                   "        exp_alerts: []"]
     (tmp / "test.yml").write_text("\n".join(lines) + "\n")
-    res = subprocess.run([str(promtool), "test", "rules", "test.yml"], cwd=tmp, capture_output=True, text=True,
-                         timeout=300)
+    res = procgroup.run([str(promtool), "test", "rules", "test.yml"], cwd=tmp, capture_output=True, text=True,
+                        timeout=300)
     fired = sorted({_seconds(t) for name, t in _FAILED_AT.findall(res.stdout + res.stderr)
                     if name == alert_name(rule)})
     # A failure that is not an alert fired where none was expected (a bad rules file) is a failure here.

@@ -6,7 +6,6 @@ engine's own names, and the expected firing moment is the one the console's eval
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from console.alerts.rules import Rule, load_rules
 from console.cli import main
 from console.model import AlertState
 from console.profiles import load_profiles
+from tests import procgroup
 from tests.alerts.harness import T0, Knobs, VirtualEngine
 
 pytestmark = pytest.mark.promtool
@@ -27,7 +27,7 @@ INSTANCE = "sim:8000"
 def test_the_export_passes_promtool_check_rules(promtool: Path, tmp_path: Path) -> None:
     out = tmp_path / "rules.yml"
     assert main(["alerts", "export", "--format", "prometheus", "--output", str(out)]) == 0
-    res = subprocess.run([str(promtool), "check", "rules", str(out)], capture_output=True, text=True, timeout=60)
+    res = procgroup.run([str(promtool), "check", "rules", str(out)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     # Every rule that applies to an engine is there once per such engine.
     text = out.read_text()
@@ -78,8 +78,8 @@ def _promtool_test(promtool: Path, tmp: Path, v: VirtualEngine, rule: Rule) -> t
               f"      - eval_time: {at}s", f"        alertname: {alert_name(rule)}", "        exp_alerts:",
               f"          - exp_labels: {q(labels)}", f"            exp_annotations: {q(_annotations(rule))}"]
     (tmp / "test.yml").write_text("\n".join(lines) + "\n")
-    res = subprocess.run([str(promtool), "test", "rules", "test.yml"], cwd=tmp, capture_output=True, text=True,
-                         timeout=120)
+    res = procgroup.run([str(promtool), "test", "rules", "test.yml"], cwd=tmp, capture_output=True, text=True,
+                        timeout=120)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     return fired[0], res.stdout
 

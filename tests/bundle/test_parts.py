@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -21,6 +20,7 @@ from console.bundle.launch_facts import SECRET_ARGUMENT, SECRET_VARIABLE, mask_i
 from console.bundle.summary import MAX_CHARS, EngineSummary, SummaryInput, summary_markdown
 from console.bundle.window import Window, duration_text, parse_duration
 from console.errors import UserError
+from tests import procgroup
 from tests.bundle.conftest import extract
 from tests.telemetry.test_nvml import FakeDevice, FakeNvml, two_gpus
 
@@ -152,8 +152,8 @@ def test_durations() -> None:
 
 def test_bad_input_is_one_line_and_exit_1(tmp_path: Path) -> None:
     for args in (["--last", "soon"], ["--log-lines", "-1"], ["--engine", "nosuch"]):
-        r = subprocess.run([*ENGINEDECK, "bundle", *args, "-o", str(tmp_path)], capture_output=True, text=True,
-                           timeout=60)  # fmt: skip
+        r = procgroup.run([*ENGINEDECK, "bundle", *args, "-o", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
         assert r.returncode == 1, (args, r.stderr)
         assert r.stderr.startswith("enginedeck: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "Traceback" not in r.stderr
@@ -161,8 +161,8 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path: Path) -> None:
 
 
 def test_output_folder_gets_the_default_name(tmp_path: Path) -> None:
-    r = subprocess.run([*ENGINEDECK, "bundle", "--gpus", "none", "-o", str(tmp_path)], capture_output=True,
-                       text=True, timeout=120)  # fmt: skip
+    r = procgroup.run([*ENGINEDECK, "bundle", "--gpus", "none", "-o", str(tmp_path)], capture_output=True,
+                      text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
     [made] = list(tmp_path.iterdir())
     assert r.stdout.strip() == str(made)
@@ -176,9 +176,9 @@ def test_a_headless_bundle_carries_alerts_and_says_why_an_engine_has_no_log(tmp_
     from tests.client.simproc import sims
 
     with sims(("vllm",)) as (proc,):
-        r = subprocess.run([*ENGINEDECK, "bundle", "--gpus", "none", "--engine", proc.ref, "--recording",
-                            str(tmp_path / "no-recording"), "-o", str(tmp_path / "out")],
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+        r = procgroup.run([*ENGINEDECK, "bundle", "--gpus", "none", "--engine", proc.ref, "--recording",
+                           str(tmp_path / "no-recording"), "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
     root = extract(Path(r.stdout.strip()), tmp_path / "x")
     status = json.loads((root / "status.json").read_text())

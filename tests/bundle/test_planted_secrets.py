@@ -18,6 +18,7 @@ from pathlib import Path
 
 from console.ports import free_port
 from console.recording import Recording
+from tests import procgroup
 from tests.bundle.conftest import decoded, extract
 
 ENGINEDECK = [sys.executable, "-m", "console"]
@@ -81,8 +82,8 @@ def test_no_planted_secret_in_any_file_of_a_bundle(tmp_path: Path) -> None:
                 break
         assert "ready at" in ready, up.stderr.read() if up.stderr else ""
         archive = tmp_path / "out" / "incident.tar.gz"
-        r = subprocess.run([*ENGINEDECK, "bundle", "--config", str(conf), "-o", str(archive), "--gpus", "none"],
-                           capture_output=True, text=True, timeout=120, env=_env())  # fmt: skip
+        r = procgroup.run([*ENGINEDECK, "bundle", "--config", str(conf), "-o", str(archive), "--gpus", "none"],
+                          capture_output=True, text=True, timeout=120, env=_env())  # fmt: skip
     finally:
         up.send_signal(signal.SIGINT)
         up.communicate(timeout=60)

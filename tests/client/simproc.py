@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from console.ports import free_port
+from tests import procgroup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,7 @@ class SimProc:
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "console", "sim", "--engine", engine, "--port", str(self.port),
                "--no-access-log", *args]  # fmt: skip
-        self.proc = subprocess.Popen(
+        self.proc = procgroup.popen(
             cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
         )
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import procgroup
 from tests.client.simproc import ROOT, sims
 
 
@@ -24,7 +25,7 @@ def test_ctrl_c_writes_the_finished_levels_marked_interrupted(tmp_path: Path, to
     outs = {k: tmp_path / f"bench.{k}" for k in ("json", "csv", "md")}
     with sims(("vllm", "--speed", "20")) as (a,):
         # Level 1: 6 requests at 50/s (done in well under a second); level 2: 6 at 0.1/s (a minute).
-        proc = subprocess.Popen(
+        proc = procgroup.popen(
             [sys.executable, "-m", "console", "bench", "--engine", a.ref, "--rate", "50", "--rate", "0.1",
              "--num-prompts", "6", "--input-len", "16", "--output-len", "4", "--no-gpu",
              "--json", str(outs["json"]), "--csv", str(outs["csv"]), "--markdown", str(outs["md"])],

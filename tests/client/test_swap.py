@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ import psutil
 import pytest
 
 from console.ports import free_port
+from tests import procgroup
 
 
 def _engine(flavour: str, port: int) -> str:
@@ -46,7 +46,7 @@ def test_bench_swap_runs_engines_one_at_a_time(tmp_path: Path) -> None:
     env_state = {"ENGINEDECK_STATE_DIR": str(tmp_path / "state")}
     before = {p.pid for p in _sims(ports)}
     t0 = time.monotonic()
-    r = subprocess.run(
+    r = procgroup.run(
         [sys.executable, "-m", "console", "bench", "--config", str(conf), "--engine", "vllm-swap",
          "--engine", "sglang-swap", "--swap", "--concurrency", "2", "--num-prompts", "8", "--input-len", "32",
          "--output-len", "8", "--repeats", "2", "--gpus", "none", "--json", str(out)],

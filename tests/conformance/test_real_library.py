@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import procgroup
 from tests.conformance import engine_app as ea
 
 APP = Path(__file__).with_name("engine_app.py")
@@ -36,7 +37,7 @@ def engine_server(flavour: str, *, gzip_on: bool = True) -> Iterator[str]:
     cmd = [sys.executable, str(APP), "--flavour", flavour, "--rates", ",".join(map(str, RATES))]
     if not gzip_on:
         cmd.append("--no-gzip")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = procgroup.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
@@ -102,7 +103,7 @@ def test_wire_matches_the_engines() -> None:
 # -- status --json: the headless path ----------------------------------------------------------------
 
 def _status(ref: str, sample: float = 6.0) -> dict[str, Any]:
-    out = subprocess.run(
+    out = procgroup.run(
         [sys.executable, "-m", "console", "status", "--engine", ref, "--json", "--gpus", "none",
          "--sample", str(sample), "--refresh", "0.5", "--config", os.devnull],
         capture_output=True, text=True, timeout=60,

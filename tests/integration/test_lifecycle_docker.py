@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from console.lifecycle.errors import LifecycleError
 from console.lifecycle.launch import LABEL_HASH, LABEL_INSTANCE, LABEL_MANAGED, LABEL_PROFILE
 from console.lifecycle.manager import LifecycleManager
 from console.model import Phase
+from tests import procgroup
 
 pytestmark = pytest.mark.docker
 
@@ -261,7 +261,7 @@ def test_permission_denied_on_the_socket(docker_client: Any) -> None:
     if setpriv is None:
         pytest.skip("setpriv (util-linux) is needed to drop to an unprivileged user")
     drop = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-    out = subprocess.run(
+    out = procgroup.run(
         [*drop, sys.executable, "-c", code],
         capture_output=True,
         text=True,

@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import re
 import ssl
-import subprocess
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests import procgroup
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "k8s"
 _REQ = re.compile(r"^(!?)([^\s!=,()]+)\s*(?:(==|=|!=)\s*(\S*)|\s+(in|notin)\s*\(([^)]*)\))?$")
@@ -29,9 +30,9 @@ _REQ = re.compile(r"^(!?)([^\s!=,()]+)\s*(?:(==|=|!=)\s*(\S*)|\s+(in|notin)\s*\(
 def self_signed(directory: Path) -> tuple[str, str]:
     """A certificate for 127.0.0.1 made now with openssl (its own CA): (cert file, key file)."""
     cert, key = directory / "apiserver.crt", directory / "apiserver.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
+    procgroup.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                   "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                  check=True, capture_output=True, timeout=60)
     return str(cert), str(key)
 
 

@@ -4,15 +4,15 @@ nobody may (issue 10 item 11: the demo's quit waited the whole grace)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 
 from console.lifecycle import process_backend
+from tests import procgroup
 
 
 def test_an_ended_unreaped_child_is_not_counted_as_running() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    proc = procgroup.popen([sys.executable, "-c", "pass"], start_new_session=True)
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # ended, not reaped: a zombie
@@ -28,7 +28,7 @@ def test_an_ended_unreaped_child_is_not_counted_as_running() -> None:
 
 
 def test_a_running_group_is_counted() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    proc = procgroup.popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
     try:
         assert process_backend._group_pids(proc.pid) == {proc.pid}
     finally:

@@ -17,6 +17,7 @@ import pytest
 
 from console.cli import main as cli_main
 from console.ports import free_port
+from tests import procgroup
 
 ENGINEDECK = [sys.executable, "-m", "console"]
 
@@ -51,7 +52,7 @@ def write_config(path: Path, port: int, *extra: str, name: str = "demo", **over:
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENGINEDECK, *args], capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+    return procgroup.run([*ENGINEDECK, *args], capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
 
 
 def start_up(conf: Path, name: str = "demo") -> subprocess.Popen[str]:
@@ -167,7 +168,7 @@ def test_up_errors_are_one_line_with_exit_codes(tmp_path: Path, capsys: pytest.C
     assert any(line.startswith("  | ") for line in err)  # the last log lines above the error
 
     slow = write_config(tmp_path / "slow.toml", free_port(), "--load-time", "30", name="slow")
-    proc = subprocess.run(
+    proc = procgroup.run(
         [*ENGINEDECK, "up", "slow", "--config", str(slow), "--timeout", "2"], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 3

@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 
 from console.ports import free_port
+from tests import procgroup
 
 ENGINEDECK = [sys.executable, "-m", "console"]
 
@@ -70,7 +71,7 @@ def _env() -> dict[str, str]:
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENGINEDECK, *args], capture_output=True, text=True, timeout=timeout, env=_env())
+    return procgroup.run([*ENGINEDECK, *args], capture_output=True, text=True, timeout=timeout, env=_env())
 
 
 def _assert_clean(where: str, text: str) -> None:

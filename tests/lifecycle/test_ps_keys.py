@@ -10,14 +10,15 @@ import time
 from pathlib import Path
 
 from console.ports import free_port
+from tests import procgroup
 
 ENGINEDECK = [sys.executable, "-m", "console"]
 KEY = "ps-probe-key-5b7e21"
 
 
 def _ps_row(conf: Path, pid: int, env: dict[str, str]) -> dict[str, str] | None:
-    out = subprocess.run([*ENGINEDECK, "ps", "--json", "--config", str(conf)], capture_output=True, text=True,
-                         timeout=60, env=env)  # fmt: skip
+    out = procgroup.run([*ENGINEDECK, "ps", "--json", "--config", str(conf)], capture_output=True, text=True,
+                        timeout=60, env=env)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert KEY not in out.stdout
     rows: list[dict[str, str]] = json.loads(out.stdout)["engines"]

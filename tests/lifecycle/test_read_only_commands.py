@@ -13,6 +13,7 @@ import pytest
 
 from console.lifecycle.process_backend import read_record
 from console.ports import free_port
+from tests import procgroup
 from tests.lifecycle.test_commands import wait_line, write_config
 
 ENGINEDECK = [sys.executable, "-m", "console"]
@@ -28,8 +29,8 @@ def _config(path: Path, *, read_only: bool) -> Path:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENGINEDECK, *args], capture_output=True, text=True, timeout=60, env=os.environ.copy(),
-                          stdin=subprocess.DEVNULL)  # fmt: skip
+    return procgroup.run([*ENGINEDECK, *args], capture_output=True, text=True, timeout=60, env=os.environ.copy(),
+                         stdin=subprocess.DEVNULL)  # fmt: skip
 
 
 @pytest.mark.parametrize("how", ["config", "flag"])

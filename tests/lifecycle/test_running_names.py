@@ -15,12 +15,13 @@ from console.commands.demo import FLAVOURS, demo_config
 from console.lifecycle.manager import LifecycleManager
 from console.model import Phase
 from console.ports import free_port
+from tests import procgroup
 
 
 def _run(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ENGINEDECK_CONFIG_DIR": str(tmp_path / "no-config")}  # no configuration file
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    return procgroup.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=timeout,
+                         env=env)
 
 
 def test_status_logs_bench_and_down_resolve_the_demo_engines(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from console.lifecycle.audit import AuditLog
 from console.lifecycle.manager import LifecycleManager
 from console.lifecycle.terminal_loss import AUDIT_ACTION, carry_out, last_resort
 from console.ports import free_port
+from tests import procgroup
 
 IGNORES_TERM = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
                 "time.sleep(60)")
@@ -47,7 +48,7 @@ def manager(_state_dir: Path) -> Iterator[LifecycleManager]:
 
 
 def _group(code: str) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    p = procgroup.popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert p.stdout is not None and p.stdout.readline().strip() == "up"
     return p
 

@@ -4,13 +4,13 @@ and says so, as `up` does (before, restart left it to the exit cleanup and said 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import psutil
 
 from console.lifecycle.process_backend import read_record
 from console.ports import free_port
+from tests import procgroup
 from tests.lifecycle.test_commands import ENGINEDECK, write_config
 
 
@@ -24,8 +24,8 @@ def _gone(pid: int) -> bool:
 def test_up_and_restart_time_out_alike_on_a_process_engine(tmp_path: Path) -> None:
     conf = write_config(tmp_path / "slow.toml", free_port(), "--load-time", "30", name="slow")
     for command in (["up", "slow"], ["restart", "slow", "--yes"]):
-        proc = subprocess.run([*ENGINEDECK, *command, "--config", str(conf), "--timeout", "2"], capture_output=True,
-                              text=True, timeout=90)  # fmt: skip
+        proc = procgroup.run([*ENGINEDECK, *command, "--config", str(conf), "--timeout", "2"], capture_output=True,
+                             text=True, timeout=90)  # fmt: skip
         assert proc.returncode == 3, (command, proc.stderr)
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith("enginedeck: slow: still loading") and "after 2 s" in last, (command, last)

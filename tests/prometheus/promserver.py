@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from console.ports import free_port
+from tests import procgroup
 
 PROMETHEUS = os.environ.get("ENGINEDECK_PROMETHEUS", "/usr/bin/prometheus")
 HOW_PROMETHEUS = ("run scripts/provision/promtool.sh as root (make test does; it installs Debian's prometheus "
@@ -51,9 +52,9 @@ class PromServer:
         (folder / "prometheus.yml").write_text(json.dumps(config))  # YAML is a superset of JSON
         port = free_port("127.0.0.1")
         log = open(folder / "prometheus.log", "wb")  # noqa: SIM115 - the child writes it until stop()
-        proc = subprocess.Popen([PROMETHEUS, f"--config.file={folder / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = procgroup.popen([PROMETHEUS, f"--config.file={folder / 'prometheus.yml'}",
+                                f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         srv = cls(url=f"http://127.0.0.1:{port}", folder=folder, proc=proc, targets=list(targets))
         try:

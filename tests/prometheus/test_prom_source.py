@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -25,6 +24,7 @@ from console.sources import DEFAULT_SELECTOR, PromTarget
 from console.status_doc import status_doc
 from console.telemetry.metrics.history import CHART_POINTS
 from console.telemetry.metrics.normalize import normalize
+from tests import procgroup
 from tests.prometheus.conftest import PromLab, need_prometheus
 from tests.prometheus.promserver import PromServer
 
@@ -180,16 +180,16 @@ def test_status_json_on_a_sources_config(prom_lab: PromLab, tmp_path: Path) -> N
     cfg = tmp_path / "config.toml"
     cfg.write_text(f'[sources.prom]\nprometheus = "{prom_lab.server.url}"\n')
     env = {**os.environ, "ENGINEDECK_CONFIG_DIR": str(tmp_path), "ENGINEDECK_STATE_DIR": str(tmp_path / "state")}
-    out = subprocess.run([sys.executable, "-m", "console", "status", "--json", "--sample", "3", "--config", str(cfg)],
-                         capture_output=True, timeout=60, env=env)
+    out = procgroup.run([sys.executable, "-m", "console", "status", "--json", "--sample", "3", "--config", str(cfg)],
+                        capture_output=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr.decode()
     doc = json.loads(out.stdout)
     assert {e["source"] for e in doc["engines"]} == {"prom"} and len(doc["engines"]) == 3
     assert doc["hosts"][0]["kind"] == "prometheus"
     bad = tmp_path / "bad.toml"
     bad.write_text('[sources.prom]\nprometheus = "prom:9090"\n')
-    out = subprocess.run([sys.executable, "-m", "console", "status", "--json", "--config", str(bad)],
-                         capture_output=True, timeout=60, env=env)
+    out = procgroup.run([sys.executable, "-m", "console", "status", "--json", "--config", str(bad)],
+                        capture_output=True, timeout=60, env=env)
     assert out.returncode == 1 and out.stdout == b""
     err = out.stderr.decode().strip()
     assert "sources.prom.prometheus" in err and "\n" not in err and "Traceback" not in err

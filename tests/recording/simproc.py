@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from console.ports import free_port
+from tests import procgroup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def simulator(engine: str = "vllm") -> Iterator[str]:
     """A running simulator's URL (answering /health before this returns)."""
     port = free_port()
-    proc = subprocess.Popen(
+    proc = procgroup.popen(
         [sys.executable, "-m", "console", "sim", "--engine", engine, "--host", "127.0.0.1", "--port", str(port),
          "--load-time", "0", "--no-access-log"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
@@ -43,6 +44,6 @@ def simulator(engine: str = "vllm") -> Iterator[str]:
 
 
 def enginedeck(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "console", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, **(env or {})})  # fmt: skip
+    return procgroup.popen([sys.executable, "-m", "console", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           env={**os.environ, **(env or {})})  # fmt: skip

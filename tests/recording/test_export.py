@@ -12,6 +12,7 @@ import pytest
 
 from console.recording import Recording, RecordingWriter
 from console.recording.export import write_csv, write_openmetrics
+from tests import procgroup
 from tests.recording.fleetdocs import T0, docs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,8 +26,8 @@ def _record(directory: Path, n: int) -> None:
 
 
 def _enginedeck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    return procgroup.run([sys.executable, "-m", "console", *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
 
 
 @pytest.mark.promtool
@@ -39,15 +40,15 @@ def test_openmetrics_export_is_accepted_by_promtool(tmp_path: Path, promtool: Pa
     assert text.endswith("# EOF\n")
     assert 'enginedeck_kv_cache_usage_ratio{engine="eng-0",profile="vllm",model="model-0"}' in text
     blocks = tmp_path / "blocks"
-    p = subprocess.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(out), str(blocks)],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    p = procgroup.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(out), str(blocks)],
+                      capture_output=True, text=True, timeout=300)  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
     assert any(blocks.iterdir()), "promtool wrote no block"
     # What went in is what was recorded: one sample per series and document (dump wants a WAL folder).
     (blocks / "wal").mkdir(exist_ok=True)
-    dump = subprocess.run([str(promtool), "tsdb", "dump", str(blocks),
-                           '--match={__name__="enginedeck_gpu_power_watts",gpu="3"}'],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    dump = procgroup.run([str(promtool), "tsdb", "dump", str(blocks),
+                          '--match={__name__="enginedeck_gpu_power_watts",gpu="3"}'],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
     assert dump.returncode == 0, dump.stderr
     lines = [ln for ln in dump.stdout.splitlines() if ln.strip()]
     assert len(lines) == 150

@@ -26,10 +26,9 @@ def _wait_for_frames(directory: Path, n: int, timeout: float = 60) -> None:
 
 def test_record_writes_documents_and_raw_payloads_and_stops_on_sigterm(tmp_path: Path) -> None:
     rec_dir = tmp_path / "rec"
-    env = {"ENGINEDECK_CONFIG_DIR": str(tmp_path / "cfg")}
     with simulator("vllm") as url:
         p = enginedeck("record", "--engine", f"vllm@{url}", "--dir", str(rec_dir), "--gpus", "simulated",
-                       "--refresh", "0.5", "--raw-every", "3s", env=env)
+                       "--refresh", "0.5", "--raw-every", "3s")
         try:
             _wait_for_frames(rec_dir, 1)
             time.sleep(3)
@@ -59,10 +58,9 @@ def test_record_writes_documents_and_raw_payloads_and_stops_on_sigterm(tmp_path:
 
 def test_kill_9_loses_under_ten_seconds_and_the_torn_recording_replays(tmp_path: Path) -> None:
     rec_dir = tmp_path / "rec"
-    env = {"ENGINEDECK_CONFIG_DIR": str(tmp_path / "cfg")}
     with simulator("sglang") as url:
         p = enginedeck("record", "--engine", f"sglang@{url}", "--dir", str(rec_dir), "--gpus", "none",
-                       "--refresh", "0.5", env=env)
+                       "--refresh", "0.5")
         try:
             _wait_for_frames(rec_dir, 2)
             time.sleep(random.Random().uniform(0, 9))
@@ -83,7 +81,7 @@ def test_kill_9_loses_under_ten_seconds_and_the_torn_recording_replays(tmp_path:
         torn = list(Recording.open(rec_dir).documents())
         assert torn == got[: len(torn)] and len(got) - len(torn) <= 20
         p = enginedeck("record", "--engine", f"sglang@{url}", "--dir", str(rec_dir), "--gpus", "none",
-                       "--refresh", "0.5", env=env)
+                       "--refresh", "0.5")
         try:
             _wait_for_frames(rec_dir, len(Recording.open(rec_dir).doc_frames) + 1)
             p.send_signal(signal.SIGTERM)
@@ -97,11 +95,10 @@ def test_kill_9_loses_under_ten_seconds_and_the_torn_recording_replays(tmp_path:
 
 
 def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
-    env = {"ENGINEDECK_CONFIG_DIR": str(tmp_path / "cfg")}
     for args, says in ((["--retain", "forever", "--engine", "vllm@http://127.0.0.1:9"], "not a duration"),
                        (["--max-size", "big", "--engine", "vllm@http://127.0.0.1:9"], "not a size"),
                        ([], "no engine to record")):
-        p = enginedeck("record", "--dir", str(tmp_path / "r"), *args, env=env)
+        p = enginedeck("record", "--dir", str(tmp_path / "r"), *args)
         _out, err = p.communicate(timeout=60)
         assert p.returncode == 1 and says in err and "Traceback" not in err, err
 

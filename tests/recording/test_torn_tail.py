@@ -4,13 +4,13 @@ quietly giving fewer samples (a segment cut in half used to export 1,436 of 3,44
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from console.recording import Recording, RecordingWriter
 from console.recording.replay import ReplaySource
 from console.ui.app import DeckApp, UiOptions
+from tests import procgroup
 from tests.recording.fleetdocs import T0, docs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,9 +61,9 @@ def test_without_its_index_the_torn_frame_header_still_tells(tmp_path: Path) -> 
 def test_export_says_what_was_torn(tmp_path: Path) -> None:
     segment = _recording(tmp_path / "rec")
     _cut_in_half(segment)
-    r = subprocess.run([sys.executable, "-m", "console", "export", str(tmp_path / "rec"), "--format", "csv",
-                        "-o", str(tmp_path / "out.csv")], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "ENGINEDECK_STATE_DIR": str(tmp_path / "state")})
+    r = procgroup.run([sys.executable, "-m", "console", "export", str(tmp_path / "rec"), "--format", "csv",
+                       "-o", str(tmp_path / "out.csv")], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                      env={**os.environ, "ENGINEDECK_STATE_DIR": str(tmp_path / "state")})
     assert r.returncode == 0, r.stderr
     assert f"enginedeck: segment {segment.name}: last " in r.stderr and "torn" in r.stderr, r.stderr
 

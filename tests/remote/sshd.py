@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests import procgroup
+
 SSHD = os.environ.get("ENGINEDECK_SSHD", "/usr/sbin/sshd")
 HOW_SSHD = ("run scripts/provision/sshd.sh as root (make test does; it installs openssh-server), or set "
             "ENGINEDECK_SKIP_SSH=1 to skip the ssh tests explicitly")
@@ -73,9 +75,9 @@ class SshServer:
 
     def start(self) -> None:
         with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config), "-p", str(self.port)],
-                                         stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = procgroup.popen([SSHD, "-D", "-e", "-f", str(self.config), "-p", str(self.port)],
+                                        stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
         try:
             wait_port(self.port)
         except AssertionError:

@@ -29,6 +29,7 @@ from console.lifecycle.remote_docker import fetch_config, open_remote, remote_ma
 from console.model import Phase
 from console.ports import free_port
 from console.remote.tunnel import Tunnels
+from tests import procgroup
 from tests.integration.conftest import docker_client, sim_image  # noqa: F401  (the Docker fixtures)
 from tests.remote.conftest import remote_command
 from tests.remote.sshd import SshLab
@@ -138,8 +139,8 @@ def test_up_and_down_with_host_on_the_command_line(ssh_lab: SshLab, docker_clien
            "ENGINEDECK_STATE_DIR": str(tmp_path / "state")}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "console", *args, "--config", str(local)], env=env, cwd=REPO,
-                              capture_output=True, text=True, timeout=120)
+        return procgroup.run([sys.executable, "-m", "console", *args, "--config", str(local)], env=env, cwd=REPO,
+                             capture_output=True, text=True, timeout=120)
 
     try:
         up = cli("up", name, "--host", "gpu1", "--timeout", "60")

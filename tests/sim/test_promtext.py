@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
 import sys
 import textwrap
 
@@ -25,6 +24,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from console.sim.exposition import registry
 from console.sim.promtext import Family, rust_float
 from console.sim.promtext import Histogram as SimHistogram
+from tests import procgroup
 from tests.sim.conftest import chat, sim
 
 BOUNDS = [0.001, 0.1, 1.0, 2560.0]
@@ -109,8 +109,8 @@ def _families_by_name(text: str) -> dict[str, list[str]]:
 
 
 def test_multiprocess_shape_matches_a_real_multiprocess_registry() -> None:
-    real = subprocess.run([sys.executable, "-c", _MULTIPROCESS], capture_output=True, text=True, timeout=60,
-                          check=True).stdout
+    real = procgroup.run([sys.executable, "-c", _MULTIPROCESS], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
     ours = generate_latest(registry(lambda: [(_families(), True)], multiprocess=True)).decode()
     assert "_created" not in ours
     assert _families_by_name(ours) == _families_by_name(real)

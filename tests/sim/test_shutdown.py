@@ -15,6 +15,7 @@ import time
 import httpx
 
 from console.ports import free_port
+from tests import procgroup
 
 # Before the fix a simulator under the demo's load took 2.1-2.3 s to exit here; after it, 0.3-0.4 s.
 # The limit leaves a slow CI runner room for Python's own teardown but not for the two waits.
@@ -22,8 +23,8 @@ EXIT_LIMIT_S = 1.5
 
 
 def _spawn(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "console", "sim", *args], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return procgroup.popen([sys.executable, "-m", "console", "sim", *args], start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _kill(p: subprocess.Popen[bytes]) -> None:

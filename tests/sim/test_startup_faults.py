@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import subprocess
 import sys
 import time
 
@@ -14,6 +13,7 @@ import orjson
 import pytest
 
 from console.sim.faults import parse_faults
+from tests import procgroup
 from tests.sim.conftest import METRICS_PATH, read_sse, sim
 
 
@@ -115,9 +115,9 @@ def test_crash_after_exits_1_with_a_last_line(tmp_path: object) -> None:
 
     port = free_port()
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port),
-                           "--fault", "crash-after=0.5"], capture_output=True, text=True, timeout=20,
-                          cwd=os.getcwd())
+    proc = procgroup.run([sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port),
+                          "--fault", "crash-after=0.5"], capture_output=True, text=True, timeout=20,
+                         cwd=os.getcwd())
     assert proc.returncode == 1
     assert time.monotonic() - t0 < 10
     assert "fatal error" in proc.stdout.strip().splitlines()[-1]

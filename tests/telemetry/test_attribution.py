@@ -26,6 +26,7 @@ from console.telemetry.gpu.attribution import (
     pids_in_container,
     read_cgroup,
 )
+from tests import procgroup
 
 A = "4f797c539e6c745de61a93ca3ff892358ecbcaccd8414d5db545c38428142970"
 B = "9ec39b91f3d70e1beff50a308f77067065ea6be0d91a3378375056cd4422cf3d"
@@ -171,7 +172,7 @@ def test_already_attributed_processes_are_kept() -> None:
 @pytest.fixture
 def engine_tree() -> Iterator[tuple[int, list[int]]]:
     """A real native "engine": a shell with two worker children, in its own session."""
-    proc = subprocess.Popen(
+    proc = procgroup.popen(
         ["sh", "-c", "sleep 60 & sleep 60 & wait"],
         start_new_session=True,
         stdout=subprocess.DEVNULL,

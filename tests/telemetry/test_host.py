@@ -17,12 +17,13 @@ import pytest
 
 from console.model import SourceState
 from console.telemetry.host.usage import HostCollector
+from tests import procgroup
 
 BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
 
 
 def spawn(args: list[str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(args, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return procgroup.popen(args, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

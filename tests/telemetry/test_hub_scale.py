@@ -27,6 +27,7 @@ from console.config import EngineInstance, parse_engine_ref
 from console.ports import free_port
 from console.telemetry.host.usage import HostSource
 from console.telemetry.hub import Hub
+from tests import procgroup
 
 DEADLINE = 30.0  # seconds a step may take on a slow, shared host
 
@@ -35,9 +36,9 @@ DEADLINE = 30.0  # seconds a step may take on a slow, shared host
 def sim_url() -> Iterator[tuple[str, int]]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port),
-                             "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    proc = procgroup.popen([sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port),
+                            "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)  # fmt: skip
     try:
         deadline = time.monotonic() + DEADLINE
         while True:
@@ -112,8 +113,15 @@ def test_each_engine_scrapes_over_its_own_kept_alive_connection(sim_url: tuple[s
         hub.start()
         _wait_rounds(hub, 3)
         clients = {name: c.probe.client for name, c in hub._collectors.items()}
-        conns = {name: len(client._all) for name, client in clients.items()}
-        reused = {name: len(client._idle) for name, client in clients.items()}
+        # Between two requests every connection is back in its pool; on a loaded host a request may
+        # be under way at any one look, so look until all are idle (never more than one each).
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            conns = {name: len(client._all) for name, client in clients.items()}
+            reused = {name: len(client._idle) for name, client in clients.items()}
+            if max(conns.values()) != 1 or min(reused.values()) == 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
     finally:
         hub.stop()
     # One client per engine: a request never searches a pool shared with the other engines.
@@ -142,8 +150,8 @@ def test_https_engines_share_one_tls_context() -> None:
 
 def test_one_host_round_lists_the_processes_once(monkeypatch: pytest.MonkeyPatch) -> None:
     n = 6
-    procs = [subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
-                              start_new_session=True, stdout=subprocess.PIPE)
+    procs = [procgroup.popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                             start_new_session=True, stdout=subprocess.PIPE)
              for _ in range(n)]
     # Read them once they are running Python: just after exec a process holds under 1 MB.
     for p in procs:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from tests import procgroup
 from tests.telemetry import synth
 
 SECRET = "sk-test-not-a-real-key-1234"
@@ -182,10 +182,10 @@ def test_file_with_no_samples_prints_na_and_fails(tmp_path: Path, capsys: pytest
 
 def test_stdin_in_a_real_process_never_tracebacks() -> None:
     cmd = [sys.executable, "-m", "console", "inspect-metrics", "--engine", "llamacpp", "-", "--json"]
-    ok = subprocess.run(cmd, input=LLAMA.encode(), capture_output=True, timeout=60, check=False)
+    ok = procgroup.run(cmd, input=LLAMA.encode(), capture_output=True, timeout=60, check=False)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["models"][0]["metrics"]["prompt_tokens"]["value"] == 120.0
-    bad = subprocess.run(cmd, input=b"\xff\xfe\x00garbage{{{", capture_output=True, timeout=60, check=False)
+    bad = procgroup.run(cmd, input=b"\xff\xfe\x00garbage{{{", capture_output=True, timeout=60, check=False)
     assert bad.returncode == 1
     assert b"Traceback" not in bad.stderr and bad.stderr.count(b"\n") == 1
 

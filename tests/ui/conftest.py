@@ -16,13 +16,6 @@ AppFactory = Callable[..., DeckApp]
 
 
 @pytest.fixture(autouse=True)
-def _isolated_config(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The developer's own config and profiles must not leak into tests.
-    monkeypatch.setenv("ENGINEDECK_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ENGINEDECK_STATE_DIR", str(tmp_path / "state"))
-
-
-@pytest.fixture(autouse=True)
 def _collection_resumed() -> Any:
     # A console that paused garbage collection for a key (input_gate) resumes it when it ends.
     yield

@@ -25,6 +25,7 @@ from console.recording import Recording, RecordingWriter
 from console.recording.replay import ReplaySource
 from console.status_doc import status_doc
 from console.ui.app import DeckApp, UiOptions
+from tests.isolation import MachineState
 from tests.recording.fleetdocs import T0, snapshot
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import FrozenSource, clock
@@ -169,7 +170,7 @@ async def test_while_the_console_records_the_bundle_holds_its_recording(tmp_path
 
 
 async def test_without_a_recording_the_bundle_holds_the_consoles_history_and_alerts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, machine_state: MachineState) -> None:
     """A console watching a real simulator for a while, no recording running: ctrl+s writes the chart
     history the console holds over the time it ran (history.csv: every engine, GPU and host series,
     many rows each), and the alerts it evaluated, not one snapshot alone."""
@@ -178,7 +179,7 @@ async def test_without_a_recording_the_bundle_holds_the_consoles_history_and_ale
     from tests.client.simproc import sims
 
     monkeypatch.chdir(tmp_path)
-    rules = tmp_path / "config" / "alerts"  # the test's config folder (tests/ui/conftest.py)
+    rules = machine_state.config / "alerts"  # the test's config folder (tests/conftest.py)
     rules.mkdir(parents=True)
     (rules / "idle.toml").write_text(
         'schema = 1\n[rules.engine_idle]\nsummary = "Engine idle"\nseverity = "warning"\nfor = 0\nclear_for = 0\n'

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import pty
 import select
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from console.crashlog import CRASH_EXIT
 from console.ports import free_port
+from tests import procgroup
 
 REPO = Path(__file__).resolve().parents[2]
 PLANT = """
@@ -76,10 +76,10 @@ def test_a_console_crash_exits_non_zero_with_one_line(tmp_path: Path) -> None:
 
 def test_a_headless_command_error_is_one_line_too(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    r = subprocess.run([sys.executable, "-c", PLANT.format(module="console.commands.status", target="render_text"),
-                        "status", "--engine", f"vllm@{url}", "--sample", "0.1", "--gpus", "none"],
-                       capture_output=True, text=True, timeout=60, cwd=REPO,
-                       env={**os.environ, "ENGINEDECK_STATE_DIR": str(tmp_path)})
+    r = procgroup.run([sys.executable, "-c", PLANT.format(module="console.commands.status", target="render_text"),
+                       "status", "--engine", f"vllm@{url}", "--sample", "0.1", "--gpus", "none"],
+                      capture_output=True, text=True, timeout=60, cwd=REPO,
+                      env={**os.environ, "ENGINEDECK_STATE_DIR": str(tmp_path)})
     assert r.returncode == CRASH_EXIT, r.stdout + r.stderr
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("enginedeck: internal error: RuntimeError"), r.stderr
     assert "Traceback (most recent call last)" in (tmp_path / "crash.log").read_text()

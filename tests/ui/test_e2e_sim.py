@@ -23,6 +23,7 @@ from console.telemetry.hub import Hub
 from console.ui.app import DeckApp, UiOptions
 from console.ui.widgets.line import Line
 from console.ui.widgets.row_table import RowTable
+from tests import procgroup
 
 REFRESH = 1.0
 SLACK = 1.5  # scheduling slack on a shared 2-core CI machine
@@ -33,7 +34,7 @@ SLACK = 1.5  # scheduling slack on a shared 2-core CI machine
 @contextlib.contextmanager
 def _simulator(engine: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
-    proc = subprocess.Popen(
+    proc = procgroup.popen(
         [sys.executable, "-m", "console", "sim", "--engine", engine, "--host", "127.0.0.1", "--port", str(port),
          "--load-time", "0", "--no-access-log"],
         stdout=subprocess.DEVNULL,

@@ -11,6 +11,7 @@ from console.config import Config, ConsoleSettings
 from console.errors import UserError
 from console.ui.control import LifecycleControl
 from console.ui.launch import _policy_action, resolve_settings
+from tests import procgroup
 from tests.ui.test_app import RecordingControl
 
 
@@ -57,7 +58,6 @@ def test_the_terminal_loss_policy_goes_through_engine_control() -> None:
 def test_a_console_without_engine_control_starts_without_the_lifecycle_package() -> None:
     """`attach` starts no process, so its start does not import the lifecycle package (about 0.13 s
     of CPU before the first frame) just to have a last resort that would find nothing to kill."""
-    import subprocess
     import sys
 
     code = (
@@ -70,5 +70,5 @@ def test_a_console_without_engine_control_starts_without_the_lifecycle_package()
         "add_last_resort(guard, object())\n"
         "print('console.lifecycle.terminal_loss' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    out = procgroup.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.splitlines() == ["[]", "True"]

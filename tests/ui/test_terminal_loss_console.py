@@ -24,6 +24,7 @@ import pytest
 
 from console.ports import free_port
 from console.ui.terminal_guard import DEADLINE, HANGUP_EXIT, HELPER_EXTRA
+from tests import procgroup
 
 REPO = Path(__file__).resolve().parents[2]
 SLACK = 1.5  # a busy 2-core machine; the acceptance figure (2 s) comes from benchmarks/terminal_loss.py
@@ -32,9 +33,9 @@ SLACK = 1.5  # a busy 2-core machine; the acceptance figure (2 s) comes from ben
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = procgroup.popen([sys.executable, "-m", "console", "sim", "--engine", "vllm", "--port", str(port)],
+                           cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

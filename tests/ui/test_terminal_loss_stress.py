@@ -7,11 +7,12 @@ run (100 + 20) is the benchmark itself."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests import procgroup
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_a_few_rounds_of_the_terminal_loss_benchmark() -> None:
-    proc = subprocess.run(
+    proc = procgroup.run(
         [sys.executable, str(REPO / "benchmarks" / "terminal_loss.py"), "--attach", "5", "--demo", "5",
          "--stall", "3", "--time-limit", "400"],
         cwd=REPO, capture_output=True, text=True, timeout=900)

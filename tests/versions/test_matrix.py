@@ -28,6 +28,7 @@ from console.profiles import EngineProfile, load_profiles
 from console.status_doc import model_doc
 from console.telemetry.metrics.normalize import normalize
 from console.telemetry.metrics.windows import EngineMetricsState
+from tests import procgroup
 from tests.versions.declared import MODEL, TARGETS
 
 SERVER = Path(__file__).with_name("declared.py")
@@ -154,8 +155,8 @@ def served(targets: list[str]) -> Iterator[dict[str, str]]:
     urls: dict[str, str] = {}
     try:
         for name in targets:
-            proc = subprocess.Popen([sys.executable, str(SERVER), name], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            proc = procgroup.popen([sys.executable, str(SERVER), name], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, start_new_session=True)
             procs.append(proc)
         for name, proc in zip(targets, procs, strict=True):
             assert proc.stdout is not None
@@ -192,7 +193,7 @@ def status_doc() -> Iterator[dict[str, dict[str, Any]]]:
                "--refresh", "0.5", "--config", os.devnull]
         for name in names:
             cmd += ["--engine", f"{TARGETS[name].engine}@{urls[name]}"]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        out = procgroup.run(cmd, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr + out.stdout
         doc = json.loads(out.stdout)
         by_url = {e["url"].rstrip("/"): e for e in doc["engines"]}
