@@ -144,7 +144,7 @@ async def _visit_remote() -> dict[str, str]:
     local = frozen_fleet()
     stale = Freshness(SourceState.STALE, stale_since=T0 - 2, reason="ssh exited (exit 255): " + hostile("stderr"))
     parts = []
-    for name, fresh in ((hostile("host"), stale), ("gpu-b", Freshness(updated_at=T0))):
+    for name, fresh in (("gpu-a", stale), (hostile("host"), Freshness(updated_at=T0))):
         view = HostView(name, f"root@{name}", fresh, last_doc_at=T0 - 3, host=local.host, gpus=local.gpus,
                         engines=len(local.engines))
         engines = tuple(replace(e, name=hostile("engine") if i == 0 else e.name) for i, e in enumerate(local.engines))
@@ -176,7 +176,7 @@ VIEWS: dict[str, str] = {
     "playground reply": "reply-start",  # the streamed reply
     "playground error body": "error-body<",  # the completion's 500 body
     "toast": "error-body<",
-    "remote hosts": "stderr<",  # a remote host's name, its engine's name, its stderr
+    "remote hosts": "stderr<",  # a remote host's stderr (its name and its engine's name: below)
 }
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "ESC": (ESC,), "C1": C1, "C0": CONTROLS, "bidi": BIDI, "zero-width": ZERO_WIDTH,
@@ -190,6 +190,12 @@ def test_no_control_reaches_the_screen(views: dict[str, str], view: str, kind: s
     assert VIEWS[view] in text, f"{view} shows nothing of the hostile engine:\n{text}"
     found = sorted({f"U+{ord(c):04X}" for c in text if c in FORBIDDEN[kind] and c != "\n"})
     assert not found, f"{view} holds {kind} characters {found}:\n{text}"
+
+
+def test_remote_names_show_inert(views: dict[str, str]) -> None:
+    """The remote host's name and its engine's name (the host and engine columns, the host line)."""
+    text = views["remote hosts"]
+    assert "host<␛]0;pw" in text and "engine<␛]0;pw" in text, text
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
@@ -237,12 +243,12 @@ def test_markup_in_a_cell_stays_text() -> None:
 
 def test_styles_survive_the_sanitiser() -> None:
     t = Text("ok ")
-    t.append("\x1b]0;x\x07\u202eid", style="bold")
+    t.append("\x1b]0;x\x1b\\\u202eid", style="bold")
     t.append(" tail", style="dim")
     out = fmt.shown_text(t)
-    assert out.plain == "ok ␛]0;x␇\\u202eid tail"
+    assert out.plain == "ok ␛]0;x␛\\\\u202eid tail"
     styled = {out.plain[s.start:s.end]: s.style for s in out.spans}
-    assert styled == {"␛]0;x␇\\u202eid": "bold", " tail": "dim"}
+    assert styled == {"␛]0;x␛\\\\u202eid": "bold", " tail": "dim"}
 
 
 @settings(max_examples=300, deadline=None)
