@@ -12,7 +12,10 @@ from console.ui import format as fmt
 
 
 def short_name(name: str) -> str:
-    return name.replace("http://", "").replace("https://", "")
+    """An engine's name as screens show it: without the scheme of an attached engine's URL, and
+    inert (a remote host's engine names are outside text). Credentials are masked before the scheme
+    goes: without it ``admin:pw@host`` no longer reads as a URL."""
+    return fmt.shown(name).replace("http://", "").replace("https://", "")
 
 
 GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
