@@ -28,8 +28,9 @@ from textual.widgets import TabbedContent, Tabs
 
 from console.config import parse_config, parse_engine_ref
 from console.lifecycle.manager import LifecycleManager
-from console.model import Freshness, HostView, SourceState
+from console.model import Alert, AlertState, Freshness, HostView, RawSeries, SourceState
 from console.ports import free_port
+from console.profiles import load_profiles
 from console.remote.merge import merge
 from console.telemetry.hub import Hub
 from console.textsafe import is_inert
@@ -140,8 +141,19 @@ async def _visit_live(tmp: Path) -> dict[str, str]:
 
 
 async def _visit_remote() -> dict[str, str]:
-    """The overview of a fleet read from a remote host whose names and stderr are hostile."""
+    """A fleet read from a remote host whose names and stderr are hostile, and one of whose engines
+    has a hostile model id, label value and firing alert (its summary as the host's document said):
+    the overview, the alerts, the engine's identity, an explanation and the GPU screen."""
     local = frozen_fleet()
+    first = local.engines[0]
+    model = hostile("remote-model")
+    local = replace(local, engines=(replace(
+        first, identity=replace(first.identity, models=(model,)),
+        raw=(RawSeries("vllm:num_requests_running", (("model_name", model),), 1.0, "gauge"),)),
+        *local.engines[1:]))  # fmt: skip
+    target = f"{hostile('host')}/{hostile('engine')}"
+    alert = Alert("kv_full", target, "critical", AlertState.FIRING, hostile("alert-summary"), since=T0 - 5, value=1.0,
+                  condition="kv_usage >= 0.95", note=hostile("alert-note"))
     stale = Freshness(SourceState.STALE, stale_since=T0 - 2, reason="ssh exited (exit 255): " + hostile("stderr"))
     parts = []
     for name, fresh in (("gpu-a", stale), (hostile("host"), Freshness(updated_at=T0))):
@@ -149,11 +161,31 @@ async def _visit_remote() -> dict[str, str]:
                         engines=len(local.engines))
         engines = tuple(replace(e, name=hostile("engine") if i == 0 else e.name) for i, e in enumerate(local.engines))
         parts.append((view, replace(local, engines=engines, alerts=()), ()))
-    app = DeckApp(FrozenSource(merge(None, parts, T0)), options=UiOptions(simulated=True), clock=clock,
-                  profiles={})
+    fleet = merge(None, parts, T0)
+    fleet = replace(fleet, alerts=(alert,))
+    app = DeckApp(FrozenSource(fleet), options=UiOptions(simulated=True), clock=clock, profiles=load_profiles())
+    seen: dict[str, str] = {}
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause(0.3)
-        return {"remote hosts": screen_text(app)}
+        seen["remote hosts"] = screen_text(app)
+        await pilot.press("a")
+        await pilot.pause(0.3)
+        seen["alerts"] = screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        table = app.screen.query_one("#engines", RowTable)
+        table.move_cursor(row=table.ordered_row_keys.index(target))
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        seen["identity of a remote engine"] = await _tab(pilot, app, "identity", lambda s: "remote-model<" in s)
+        await pilot.press("e")
+        await pilot.pause(0.3)
+        seen["explain"] = screen_text(app)
+        await pilot.press("escape", "escape")
+        await pilot.press("g")
+        await pilot.pause(0.3)
+        seen["GPUs"] = screen_text(app)
+    return seen
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +209,10 @@ VIEWS: dict[str, str] = {
     "playground error body": "error-body<",  # the completion's 500 body
     "toast": "error-body<",
     "remote hosts": "stderr<",  # a remote host's stderr (its name and its engine's name: below)
+    "alerts": "alert-summary<",  # an alert's summary and note on a remote engine
+    "identity of a remote engine": "remote-model<",
+    "explain": "engine<",  # the explanation names the engine
+    "GPUs": "host<",  # the GPUs' engine column
 }
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "ESC": (ESC,), "C1": C1, "C0": CONTROLS, "bidi": BIDI, "zero-width": ZERO_WIDTH,
