@@ -166,7 +166,8 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
         hold an engine's name, an error body or a path, so they are shown as text, never as markup,
         with credentials masked and controls made inert."""
         del markup  # no toast of the console uses markup: outside text in one must not act
-        super().notify(fmt.shown(message), title=fmt.shown(title), severity=severity, timeout=timeout, markup=False)
+        super().notify(fmt.shown(message, multiline=True), title=fmt.shown(title), severity=severity,
+                       timeout=timeout, markup=False)
 
     def deck_host(self) -> DeckHost:
         return self
