@@ -23,6 +23,7 @@ from textual import on
 from textual.app import ScreenStackError
 from textual.binding import Binding
 from textual.events import Event, Key, MouseDown, Resize
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
 
 from console.config import EngineInstance
@@ -30,6 +31,7 @@ from console.model import FleetSnapshot
 from console.profiles import EngineProfile
 from console.resources import data_dir
 from console.telemetry.source import FleetSource
+from console.ui import format as fmt
 from console.ui.actions import Action, ActionRegistry, display_key
 from console.ui.bundle_key import BundleKey
 from console.ui.control import LifecycleControl
@@ -157,6 +159,15 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
         # at 80 columns they are the ones shown, then the global ones.
         for a in sorted(self.registry, key=lambda a: not a.screens):
             self._bind_action(a)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast, whoever raises it (a screen's ``self.notify`` comes here too): its words often
+        hold an engine's name, an error body or a path, so they are shown as text, never as markup,
+        with credentials masked and controls made inert."""
+        del markup  # no toast of the console uses markup: outside text in one must not act
+        super().notify(fmt.shown(message, multiline=True), title=fmt.shown(title), severity=severity,
+                       timeout=timeout, markup=False)
 
     def deck_host(self) -> DeckHost:
         return self

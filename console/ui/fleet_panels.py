@@ -12,7 +12,10 @@ from console.ui import format as fmt
 
 
 def short_name(name: str) -> str:
-    return name.replace("http://", "").replace("https://", "")
+    """An engine's name as screens show it: without the scheme of an attached engine's URL, and
+    inert (a remote host's engine names are outside text). Credentials are masked before the scheme
+    goes: without it ``admin:pw@host`` no longer reads as a URL."""
+    return fmt.shown(name).replace("http://", "").replace("https://", "")
 
 
 GPU_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
@@ -33,12 +36,12 @@ GPU_NAME_W = 10  # the GPU column: "7 H100 80GB…", its index and model
 def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
     name = g.name.replace("NVIDIA ", "").replace("Simulated ", "")  # the panel title says "simulated"
     label = Text(f"{g.index} ")
-    label.append(fmt.fit_words(name, GPU_NAME_W), style="dim")
+    label.append(fmt.fit_words(fmt.shown(name), GPU_NAME_W), style="dim")
     power = fmt.na()
     if g.power_w is not None:
         power = Text(f"{g.power_w:.0f}" + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "") + " W")
     engines = g.engines or ((engine_of[g.index],) if g.index in engine_of else ())
-    owner = Text(fmt.fit_name(", ".join(short_name(x) for x in engines), GPU_ENGINE_W)) if engines else Text(
+    owner = Text(fmt.fit_name(fmt.shown(", ".join(short_name(x) for x in engines)), GPU_ENGINE_W)) if engines else Text(
         "-", style="dim")
     temp = fmt.unit(g.temperature_c, "°C")
     if g.temperature_c is not None and g.temperature_c >= 85:
@@ -96,7 +99,7 @@ def gpu_title(gf: GpuFleet, now: float) -> Text:
     if gf.driver_version:
         t.append(f" · driver {gf.driver_version}", style="dim")
     if gf.unavailable_reason:
-        t.append(f" · {gf.unavailable_reason}", style=fmt.WARN)
+        t.append(f" · {fmt.shown(gf.unavailable_reason)}", style=fmt.WARN)
     st = "" if gf.unavailable_reason else fmt.staleness(gf.freshness, now)
     if st:
         t.append(f" · {st}", style=fmt.WARN)
@@ -109,7 +112,7 @@ def host_line(h: HostSnapshot | None, now: float) -> Text:
     if h is None:
         return Text("host: no data yet", style="dim")
     t = Text("host ", style="bold")
-    t.append(h.hostname or "?")
+    t.append(fmt.shown(h.hostname) or "?")
     if h.cpu_percent is not None:
         t.append(f" · CPU {h.cpu_percent:.0f}%" + (f" of {h.cpu_count} cores" if h.cpu_count else ""))
     if h.mem_used_bytes is not None:
@@ -138,12 +141,13 @@ def shows_hosts(fleet: FleetSnapshot) -> bool:
 
 
 def _host_state(h: HostView, now: float) -> Text:
-    t = Text(f"{h.name} ", style="bold")
+    # A remote host's name, destination and reason (its stderr) are outside text: inert, one line.
+    t = Text(f"{fmt.shown(h.name)} ", style="bold")
     if h.last_doc_at is None and h.freshness.reason == "connecting":
-        return t.append(f"connecting… · {h.destination}", style="dim")
+        return t.append(f"connecting… · {fmt.shown(h.destination)}", style="dim")
     if h.freshness.stale:
         t.append("STALE ", style=fmt.CRIT)
-        t.append(h.freshness.reason or "no data", style=fmt.WARN)
+        t.append(fmt.shown(h.freshness.reason) or "no data", style=fmt.WARN)
         age = h.doc_age(now)
         if age is not None:
             t.append(f" · last report {age:.0f} s ago", style="dim")
@@ -159,7 +163,7 @@ def _host_state(h: HostView, now: float) -> Text:
             t.append_text(fmt.hbm(s.mem_used_bytes, s.mem_total_bytes))
     if h.gpus.gpus:
         t.append(f" · {fmt.plural(len(h.gpus.gpus), 'GPU')}" + (" (simulated)" if h.gpus.source == "simulated" else ""))
-    t.append(f" · {h.destination}", style="dim")
+    t.append(f" · {fmt.shown(h.destination)}", style="dim")
     return t
 
 
@@ -195,10 +199,10 @@ def stale_host_lines(fleet: FleetSnapshot, now: float, width: int) -> Text:
             continue
         n = sum(1 for e in fleet.engines if e.host == h.name)
         line = Text("✖ ", style=fmt.CRIT)
-        line.append(f"host {h.name}", style="bold")
+        line.append(f"host {fmt.shown(h.name)}", style="bold")
         since = h.freshness.stale_since
         ago = f" {max(0, now - since):.0f} s" if since is not None else ""
-        line.append(f" stale{ago}: {fmt.plural(n, 'engine')} not live · {h.freshness.reason or 'no data'}")
+        line.append(f" stale{ago}: {fmt.plural(n, 'engine')} not live · {fmt.shown(h.freshness.reason) or 'no data'}")
         line.truncate(max(10, width), overflow="ellipsis")
         if out.plain:
             out.append("\n")

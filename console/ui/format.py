@@ -6,15 +6,17 @@ Pure functions over model values returning Rich ``Text``; no Textual, no I/O.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
 from collections.abc import Sequence
 
-from rich.text import Text
+from rich.text import Span, Text
 
 from console import secrets
 from console.model import EnergyView, EngineSnapshot, Freshness, LifecycleView, Phase, Quantiles, SourceState
+from console.textsafe import inert
 
 GIB = 1024**3
 NA_STYLE = "dim"
@@ -26,6 +28,56 @@ CRIT = "bold reverse" if MONO else "bold red"
 WARN = "bold" if MONO else "yellow"
 SIM = "bold reverse" if MONO else "bold magenta"
 
+
+_SCRUB = secrets.Scrubber()  # the recognised shapes only (no known values): one, not one per call
+
+
+def shown(text: str, *, multiline: bool = False) -> str:
+    """Outside text (from an engine, a stream, a remote host, a recording) as a screen may show it:
+    credentials masked (on the raw text), then every control, escape, bidi and invisible character
+    a visible placeholder. Text that holds neither comes back as it is, at the cost of two searches."""
+    if not text:
+        return text
+    if len(text) <= _CACHED_LEN:
+        return _shown_short(text, multiline)
+    return inert(_SCRUB(text), multiline=multiline)
+
+
+# A screen shows the same short strings every refresh (cells, names, reasons): their safe form is
+# kept, so a redraw costs a lookup, not the scrubber's searches. Long text (logs, replies) is not kept.
+_CACHED_LEN = 256
+
+
+@functools.lru_cache(maxsize=4096)
+def _shown_short(text: str, multiline: bool) -> str:
+    return inert(_SCRUB(text), multiline=multiline)
+
+
+def outside(text: str, style: str = "", *, multiline: bool = False) -> Text:
+    """Outside text as a Rich ``Text`` (never parsed as markup: ``[bold]`` in a model id shows as it is)."""
+    return Text(shown(text, multiline=multiline), style=style)
+
+
+def shown_text(text: Text, *, multiline: bool = False) -> Text:
+    """``text`` with :func:`shown` applied to each differently styled piece, styles kept. A widget that
+    takes ``Text`` from anywhere passes it through this before it measures or draws it: a placeholder
+    is wider than what it replaces, so the text is made safe before its cells are counted."""
+    plain = text.plain
+    whole = shown(plain, multiline=multiline)
+    if whole == plain:
+        return text
+    if not text.spans:
+        return Text(whole, style=text.style, justify=text.justify,
+                    overflow=text.overflow, no_wrap=text.no_wrap, end=text.end)  # fmt: skip
+    cuts = sorted({i for span in text.spans for i in (span.start, span.end) if 0 < i < len(plain)})
+    out = Text(style=text.style, justify=text.justify, overflow=text.overflow, no_wrap=text.no_wrap, end=text.end)
+    for piece in text.divide(cuts):
+        safe = shown(piece.plain, multiline=multiline)
+        start = len(out.plain)
+        out.append(safe)
+        # After the cuts each span covers its piece whole (or not at all).
+        out.spans.extend(Span(start, start + len(safe), s.style) for s in piece.spans if s.end > s.start)
+    return out
 
 
 def na() -> Text:
@@ -184,14 +236,16 @@ def ago(now: float, then: float | None) -> str:
 
 
 def staleness(f: Freshness, now: float) -> str:
-    """'stale 12 s: connection refused' ('' when fresh)."""
+    """'stale 12 s: connection refused' ('' when fresh). The reason is often an engine's or a remote
+    host's words (an error body, stderr): shown inert, on one line."""
     if f.state is SourceState.OK:
         return ""
+    reason = shown(f.reason) if f.reason else ""
     if f.state is SourceState.UNAVAILABLE:
-        return f"unavailable: {f.reason}" if f.reason else "unavailable"
+        return f"unavailable: {reason}" if reason else "unavailable"
     since = f.stale_since if f.stale_since is not None else f.updated_at
     head = f"stale {ago(now, since)}" if since is not None else "stale"
-    return f"{head}: {f.reason}" if f.reason else head
+    return f"{head}: {reason}" if reason else head
 
 
 _PHASE_STYLE: dict[Phase, tuple[str, str]] = {
@@ -339,7 +393,12 @@ def is_sick(e: EngineSnapshot) -> bool:
 
 
 def problem(e: EngineSnapshot, now: float) -> str:
-    """One line saying why an engine needs attention ('' when it does not)."""
+    """One line saying why an engine needs attention ('' when it does not); the engine's own words in
+    it (health detail, reasons, invalid values) shown inert."""
+    return shown(_problem(e, now))
+
+
+def _problem(e: EngineSnapshot, now: float) -> str:
     v = _lifecycle_shown(e)
     if v is not None and e.phase is not Phase.READY:
         # Engine control knows what happens: HTTP refusals while it starts, stops or after it

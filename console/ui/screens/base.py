@@ -31,12 +31,12 @@ class TopBar(Line):
     def draw(self, app: DeckHost, title: str) -> None:
         width = self.size.width or self.app.size.width
         badges = self._badges(app, short=False)
-        if len(" enginedeck ") + 1 + len(title) + badges.cell_len > width:
+        if len(" enginedeck ") + 1 + len(fmt.shown(title)) + badges.cell_len > width:
             badges = self._badges(app, short=True)
         t = Text()
         t.append(" enginedeck ", style="bold reverse")
         room = width - t.cell_len - 1 - badges.cell_len
-        t.append(" " + fmt.fit_name(title, max(1, room)))
+        t.append(" " + fmt.fit_name(fmt.shown(title), max(1, room)))  # engine names: inert before they are cut
         t.append_text(badges)
         t.truncate(width, overflow="ellipsis")  # a title of one cell and still too long: the badges end in …
         self.show(t)

@@ -21,11 +21,13 @@ from textual.containers import Grid
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Static
 
+from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.host import DeckHost
 from console.ui.messages import BenchDone, BenchProgress, BenchReady, BenchStopped
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar, console_engines
+from console.ui.widgets.cell_table import CellTable
 from console.ui.widgets.footer import DeckFooter
 
 if TYPE_CHECKING:
@@ -84,7 +86,7 @@ class BenchScreen(DeckScreen):
                 yield Input(value=self._default_engines if wid == "bench-engines" else value, placeholder=hint, id=wid)
         yield Static("r (or F9) runs each engine in turn at every level, x (F10) stops, s saves the results",
                      id="bench-progress")
-        t: DataTable[str] = DataTable(id="bench-table", cursor_type="row")
+        t: DataTable[str] = CellTable(id="bench-table", cursor_type="row")
         yield t
         yield Static(id="bench-notes")
         yield DeckFooter()
@@ -145,7 +147,7 @@ class BenchScreen(DeckScreen):
             cfg = self._config()
         except ValueError as exc:
             # Said where the run would show too: a notice goes away, the reason it did not start stays.
-            self.query_one("#bench-progress", Static).update(Text(f"not started: {exc}", style="bold red"))
+            self.query_one("#bench-progress", Static).update(fmt.outside(f"not started: {exc}", "bold red"))
             self.notify(str(exc), severity="error")
             return
         self._stop.clear()
@@ -217,13 +219,15 @@ class BenchScreen(DeckScreen):
         width = max(20, w.content_region.width or self.app.size.width - 2)
         shown: list[str] = []
         used = 0
-        for line in reversed(self._progress[-PROGRESS_ROWS:]):
+        # Each line as text (never markup: "[1/3]" and an engine's error body show as they are), inert
+        # before its wrapped rows are counted.
+        for line in reversed([fmt.shown(x) for x in self._progress[-PROGRESS_ROWS:]]):
             need = max(1, -(-cell_len(line) // width))  # the rows it wraps to
             if shown and used + need > rows:
                 break
             shown.insert(0, line)
             used += need
-        w.update("\n".join(shown))
+        w.update(Text("\n".join(shown)))
 
     def on_resize(self) -> None:
         if self._progress:
@@ -232,7 +236,8 @@ class BenchScreen(DeckScreen):
 
     @on(BenchStopped)
     def _on_failed(self, message: BenchStopped) -> None:
-        self.query_one("#bench-progress", Static).update(Text(f"benchmark failed: {message.reason}", style="bold red"))
+        self.query_one("#bench-progress", Static).update(
+            fmt.outside(f"benchmark failed: {message.reason}", "bold red"))
 
     @on(BenchDone)
     def _on_bench_done(self, message: BenchDone) -> None:
@@ -275,7 +280,8 @@ class BenchScreen(DeckScreen):
         level = ""
         if t.row_count:
             level = str(t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value or "").split("|", 1)[0]
-        self.query_one("#bench-notes", Static).update("\n".join(self._notes.get(level, [])))
+        notes = "\n".join(self._notes.get(level, []))
+        self.query_one("#bench-notes", Static).update(fmt.outside(notes, multiline=True))
 
     @on(DataTable.RowHighlighted, "#bench-table")
     def _row(self) -> None:

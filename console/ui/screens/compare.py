@@ -94,14 +94,14 @@ class CompareScreen(DeckScreen):
             if k:
                 head.append("   vs   ", style="dim")
             head.append(f"{LEGEND_GLYPHS[k]} ", style=SERIES_STYLES[k])
-            head.append(name, style="bold")
+            head.append(fmt.shown(name), style="bold")
             if e is None:
                 head.append("  not in the fleet", style=fmt.WARN)
             else:
                 head.append("  ")
                 head.append_text(fmt.phase(e))
                 if e.identity.models:
-                    head.append("  " + e.identity.models[0], style="dim")
+                    head.append("  " + fmt.shown(e.identity.models[0]), style="dim")
         head.append(f"   (same axes; {LEGEND_GLYPHS[0]} first, {LEGEND_GLYPHS[1]} second, ▓ both)", style="dim")
         self.query_one("#compare-head", Static).update(head)
         src = self.deck.source

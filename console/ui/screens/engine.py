@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane, Ta
 
 from console.config import mask_secrets
 from console.model import EngineSnapshot, FleetSnapshot, RawSeries
+from console.secrets import mask_url
 from console.telemetry.metrics.history import History
 from console.ui import format as fmt
 from console.ui.actions import Action
@@ -25,6 +26,7 @@ from console.ui.fleet_panels import ask_backfill, short_name
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
+from console.ui.widgets.cell_table import CellTable
 from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line
 from console.ui.widgets.plot import (
@@ -104,7 +106,9 @@ def identity_table(e: EngineSnapshot, app: DeckHost, now: float) -> Table:
     t.add_column()
 
     def row(k: str, v: str | Text) -> None:
-        t.add_row(k, v if isinstance(v, Text) else (Text(v) if v else fmt.na()))
+        # Most values come from the engine or its host (model ids, version, reasons, log lines):
+        # shown as text, credentials masked, controls inert.
+        t.add_row(k, fmt.shown_text(v) if isinstance(v, Text) else (fmt.outside(v) if v else fmt.na()))
 
     prof = app.profiles.get(e.profile)
     row("instance", e.name)
@@ -114,7 +118,7 @@ def identity_table(e: EngineSnapshot, app: DeckHost, now: float) -> Table:
     row("version", e.identity.version or "")
     row("served models", ", ".join(e.identity.models))
     row("max context", f"{e.identity.max_model_len:,} tokens" if e.identity.max_model_len else "")
-    row("url", e.url)
+    row("url", mask_url(e.url))
     if e.source:
         row("control", f"read-only: read from Prometheus source {e.source}")
     elif e.managed:
@@ -205,7 +209,7 @@ class EngineScreen(DeckScreen):
             with TabPane("Raw metrics", id="raw"), Vertical():
                 yield Input(placeholder="filter raw series (name or label)", id="raw-filter")
                 yield Static(id="raw-count")
-                raw: DataTable[Text] = DataTable(id="raw-table", cursor_type="row")
+                raw: DataTable[Text] = CellTable(id="raw-table", cursor_type="row")
                 yield raw
                 yield Static(id="raw-selected")
             with TabPane("Identity", id="identity"):
@@ -259,7 +263,7 @@ class EngineScreen(DeckScreen):
         head = Text()
         if e is None:
             head.append(f"{self.engine}: no longer in the fleet", style=fmt.WARN)
-            self.query_one("#engine-head", Static).update(head)
+            self.query_one("#engine-head", Static).update(fmt.shown_text(head))
             return
         head.append(short_name(e.name), style="bold")
         head.append("  ")
@@ -274,7 +278,7 @@ class EngineScreen(DeckScreen):
             head.append("  " + e.identity.models[0], style="dim")
         if head.markup != self._last_head:
             self._last_head = head.markup
-            self.query_one("#engine-head", Static).update(head)
+            self.query_one("#engine-head", Static).update(fmt.shown_text(head))
         self._show_strips(e)
         tab = self.query_one("#tabs", TabbedContent).active
         if tab == "charts":
@@ -300,7 +304,7 @@ class EngineScreen(DeckScreen):
             if markup != self._strips.get(wid):
                 self._strips[wid] = markup
                 widget.display = text is not None
-                widget.update(text if text is not None else "")
+                widget.update(fmt.shown_text(text) if text is not None else "")
 
     def _show_logs(self) -> None:
         """The last lines the lifecycle manager holds in memory (no Docker call from here), or a
@@ -383,17 +387,19 @@ class EngineScreen(DeckScreen):
             seen = e.metrics_freshness.updated_at
             count.append(f" · last seen {fmt.ago(now, seen) + ' ago' if seen is not None else 'never'}, not current",
                          style=fmt.WARN)
-        self.query_one("#raw-count", Static).update(
+        self.query_one("#raw-count", Static).update(fmt.shown_text(
             count if e.raw else Text("no raw series: " + (fmt.staleness(e.metrics_freshness, now)
                                                           or "the engine exported nothing yet"), style=fmt.WARN)
-        )
+        ))
         vals = {k: _raw_value(r.value) for k, r in rows}
         if order != self._raw_order:
             table.clear()
             for k, r in rows:
-                series = Text(k, no_wrap=True, overflow="ellipsis")
-                series.truncate(self._series_w or len(k), overflow="ellipsis")
-                table.add_row(series, Text(vals[k], justify="right"), Text(r.kind, style="dim"), key=k)
+                # Made inert before it is cut to the column: a placeholder is wider than what it replaces.
+                series = fmt.outside(k)
+                series.no_wrap, series.overflow = True, "ellipsis"
+                series.truncate(self._series_w or series.cell_len, overflow="ellipsis")
+                table.add_row(series, Text(vals[k], justify="right"), fmt.outside(r.kind, "dim"), key=k)
             self._raw_order = order
             self._raw_vals = vals
             self._raw_names = {k: r.name for k, r in rows}
@@ -416,7 +422,7 @@ class EngineScreen(DeckScreen):
         key = self._selected_raw()
         out = Text()
         if key is not None:
-            out.append(key)
+            out.append(fmt.shown(key))
             out.append(f" = {self._raw_vals.get(key, '')}", style="bold")
             out.append("  (e explains it)", style="dim")
         self.query_one("#raw-selected", Static).update(out)

@@ -17,6 +17,7 @@ from console.ui.fleet_panels import GPU_COLUMNS, gpu_cells, gpu_columns_for, gpu
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
+from console.ui.widgets.cell_table import CellTable
 from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.plot import CELSIUS, DEFAULT_WINDOW, PERCENT, WINDOWS, Series, Unit
 from console.ui.widgets.timechart import TimeChart
@@ -59,7 +60,7 @@ class GpuScreen(DeckScreen):
     def compose(self) -> ComposeResult:
         yield TopBar()
         yield Static(id="gpu-title")
-        t: DataTable[Text] = DataTable(id="gpu-list", cursor_type="cell")
+        t: DataTable[Text] = CellTable(id="gpu-list", cursor_type="cell")
         yield t
         yield Static(id="gpu-sel")
         with Grid(id="gpu-charts"):
@@ -67,7 +68,7 @@ class GpuScreen(DeckScreen):
                 c = TimeChart(title, unit, id=f"gchart-{key}", classes="chart")
                 c.metric = metric
                 yield c
-        p: DataTable[Text] = DataTable(id="procs", cursor_type="row")
+        p: DataTable[Text] = CellTable(id="procs", cursor_type="row")
         yield p
         yield DeckFooter()
 
@@ -112,7 +113,7 @@ class GpuScreen(DeckScreen):
 
     def show_fleet(self, fleet: FleetSnapshot) -> None:
         now = self.deck.clock()
-        self.query_one("#gpu-title", Static).update(gpu_title(fleet.gpus, now))
+        self.query_one("#gpu-title", Static).update(fmt.shown_text(gpu_title(fleet.gpus, now)))
         table: DataTable[Text] = self.query_one("#gpu-list", DataTable)
         engine_of = {i: e.name for e in fleet.engines for i in e.gpus}
         rows = {str(g.index): [c for i, c in enumerate(gpu_cells(g, engine_of)) if i in self._cols]
@@ -140,7 +141,7 @@ class GpuScreen(DeckScreen):
         sel = self.query_one("#gpu-sel", Static)
         procs: DataTable[Text] = self.query_one("#procs", DataTable)
         if g is None:
-            sel.update(Text("no GPU to show: " + (fleet.gpus.unavailable_reason or "none found"), style=fmt.WARN))
+            sel.update(fmt.outside("no GPU to show: " + (fleet.gpus.unavailable_reason or "none found"), fmt.WARN))
             procs.clear()
             return
         head = Text(f"GPU {g.index} ", style="bold")
@@ -154,7 +155,7 @@ class GpuScreen(DeckScreen):
             head.append(f"  ECC errors {g.ecc_errors}", style=fmt.CRIT)
         if g.xid_errors:
             head.append("  XID " + ",".join(map(str, g.xid_errors)), style=fmt.CRIT)
-        sel.update(head)
+        sel.update(fmt.shown_text(head))
         src = self.deck.source
         if src is not None:
             end = fleet.taken_at

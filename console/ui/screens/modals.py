@@ -130,7 +130,8 @@ class ExplainScreen(_Popup):
         with VerticalScroll(id="explain-box", classes="popup"):
             body = self.text if self.text is not None else explain_key(
                 self.metric, self.profile, engine_name=self.engine, simulated=self.simulated)
-            yield Static(body, id="explain-text")
+            # An explanation names series, label values and reasons the engine sent: inert text.
+            yield Static(fmt.shown_text(body, multiline=True) if isinstance(body, Text) else body, id="explain-text")
             yield Static(Text("esc to close", style="dim"))
 
 
@@ -150,7 +151,7 @@ class ConfirmScreen(ModalScreen[bool]):
         # The box sits on a band as wide as the screen: the screen under a pop-up shows through
         # beside it, and a cell cut there read as stray characters on the border.
         with Horizontal(id="confirm-band"), Vertical(id="confirm-box", classes="popup"):
-            yield Static(Text(self.question, style="bold"))
+            yield Static(fmt.outside(self.question, "bold"))  # it names the engine
             yield Static(Text("y = yes   n / esc / Enter = no (default)", style="dim"))
 
     def action_answer(self, yes: bool) -> None:

@@ -82,9 +82,9 @@ def row_tint(alerts: tuple[Alert, ...], engine: str) -> str:
 
 def engine_label(e: EngineSnapshot, profiles: dict[str, str]) -> Text:
     disp = profiles.get(e.profile, e.profile)
-    t = Text(disp)
+    t = fmt.outside(disp)
     if e.identity.version:
-        t.append(" " + e.identity.version, style="dim")
+        t.append(" " + fmt.shown(e.identity.version), style="dim")
     return t
 
 
@@ -100,7 +100,8 @@ class Column:
 
 
 def _model(e: EngineSnapshot) -> Text:
-    name = e.identity.models[0] if e.identity.models else (e.total.model if e.total else "")
+    # Made inert before it is measured: a placeholder is wider than what it replaces.
+    name = fmt.shown(e.identity.models[0] if e.identity.models else (e.total.model if e.total else ""))
     if not name:
         return fmt.na()
     # Keep the end of a long name (the model, not its organisation) within the 22-wide column.
@@ -108,14 +109,15 @@ def _model(e: EngineSnapshot) -> Text:
 
 
 def engine_name(e: EngineSnapshot, hosts: bool) -> str:
-    """The name column: without the ``HOST/`` prefix while the host column shows it."""
-    return short_name(e.name.removeprefix(f"{e.host}/") if hosts and e.host else e.name)
+    """The name column: without the ``HOST/`` prefix while the host column shows it (a remote host's
+    engine names are outside text: inert before the column is measured for them)."""
+    return fmt.shown(short_name(e.name.removeprefix(f"{e.host}/") if hosts and e.host else e.name))
 
 
 def host_cell(e: EngineSnapshot) -> Text:
     """The host column ("local" for this machine); red while the host's stream is stale."""
     stale = bool(e.host) and e.health_detail.startswith(f"host {e.host}:")
-    return Text(fmt.fit_name(e.host or "local", HOST_MAX_W), style=fmt.CRIT if stale else "")
+    return Text(fmt.fit_name(fmt.shown(e.host or "local"), HOST_MAX_W), style=fmt.CRIT if stale else "")
 
 
 HOST_W = 8
@@ -127,8 +129,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("name", "engine", 14, "phase", lambda e, ctx: Text(fmt.fit_name(engine_name(e, ctx.hosts), ctx.name_width)),
            lambda e: e.name, 1),
     # Shown only when an engine has a role (a source's prefill/decode label).
-    Column("role", "role", 7, "role", lambda e, ctx: Text(e.role) if e.role else fmt.na(), lambda e: (e.role, e.name),
-           4),
+    Column("role", "role", 7, "role", lambda e, ctx: fmt.outside(e.role) if e.role else fmt.na(),
+           lambda e: (e.role, e.name), 4),
     Column("kind", "type/version", 18, "phase", lambda e, ctx: engine_label(e, ctx.display), None, 8),
     Column("model", "model", 22, "phase", lambda e, ctx: _model(e), None, 9),
     Column("phase", "health", 13, "phase", lambda e, ctx: fmt.health(e, ctx.now, ctx.health_width),
@@ -434,8 +436,9 @@ class OverviewScreen(DeckScreen):
                 t.append("\n")
             glyph = fmt.phase(e)
             t.append(glyph.plain.split(" ")[0] + " ", style=glyph.style)
-            t.append(short_name(e.name), style="bold")
-            t.append(" " + fmt.problem(e, now))
+            # One line each: a reason with a line end in it stays on its engine's line.
+            t.append(fmt.shown(short_name(e.name)), style="bold")
+            t.append(" " + fmt.shown(fmt.problem(e, now)))
         if len(listed) > limit:
             t.append(f"\n… and {len(listed) - limit} more (sort by health: s)", style="dim")
         return t
@@ -460,7 +463,7 @@ class OverviewScreen(DeckScreen):
         shown, rows = self.trend_layout(len(engines))
         # The rows left over (fewer than the engines) go between them, not in a band below.
         spacers = 0 if rows == 1 else min(max(0, shown - 1), self.query_one("#sparks", Line).size.height - shown * rows)
-        names = [short_name(e.name) for e in engines[:shown]]
+        names = [fmt.shown(short_name(e.name)) for e in engines[:shown]]
         name_w = max(self._name_width(), min(NAME_MAX, max((len(n) for n in names), default=0)))
         width = max(6, (self.size.width - 2 - name_w - 4) // 4 - 8)
         out = Text()

@@ -41,12 +41,15 @@ from console.client.playground import (
 from console.client.stream import GenParams
 from console.client.timing import RequestRecord
 from console.model import FleetSnapshot
+from console.secrets import mask_url
 from console.target import EngineTarget
 from console.transport.http import Cancellable
+from console.ui import format as fmt
 from console.ui.actions import Action
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar, console_engines
+from console.ui.widgets.cell_table import CellTable
 from console.ui.widgets.chart import spark
 from console.ui.widgets.footer import DeckFooter
 
@@ -97,7 +100,7 @@ class _Pane(Vertical):
             if len(shown) + len(note) > self.content_region.width:  # a narrow pane keeps both names
                 note = f" · next → {target}"
             t.append(note, style="dim")
-        self.query_one(".pane-title", Static).update(t)
+        self.query_one(".pane-title", Static).update(fmt.shown_text(t))
 
     def on_resize(self) -> None:
         if self._target is not None:
@@ -112,11 +115,14 @@ class _Pane(Vertical):
             self._shown = size
             reasoning = f"> *thinking:* {rec.reasoning.strip()}\n\n" if rec.reasoning else ""
             reply = cast("Markdown", self.query_one(".reply"))
-            await reply.update(transcript + reasoning + rec.text)
+            # The engine's words (and a reply it wrote before) as text: escapes and controls inert,
+            # credentials masked, line ends kept; Markdown still formats what is left.
+            await reply.update(fmt.shown(transcript + reasoning + rec.text, multiline=True))
             # Follow the end once the new text is laid out (before that the end is not known yet).
             scroll = self.query_one(VerticalScroll)
             scroll.call_after_refresh(scroll.scroll_end, animate=False)
-        self.query_one(".pane-stats", Static).update(stats_text(rec, max(10, min(40, self.size.width - 22))))
+        self.query_one(".pane-stats", Static).update(
+            fmt.shown_text(stats_text(rec, max(10, min(40, self.size.width - 22))), multiline=True))
 
 
 def stats_text(rec: RequestRecord, spark_width: int = 40) -> Text:
@@ -196,7 +202,7 @@ class PlaygroundScreen(DeckScreen):
             yield _Pane("pane-a")
             yield _Pane("pane-b")
         yield Static(id="pg-summary")
-        t: DataTable[str] = DataTable(id="pg-history", cursor_type="row")
+        t: DataTable[str] = CellTable(id="pg-history", cursor_type="row")
         yield t
         yield Input(placeholder="prompt: i or tab to type, Enter sends, esc leaves the box", id="pg-prompt")
         yield DeckFooter()
@@ -245,13 +251,13 @@ class PlaygroundScreen(DeckScreen):
         else:
             t.append("engine ", style="dim")
             t.append(self.current.name, style="bold")
-            t.append(f" ({self.current.profile.display_name} at {self.current.url})")
+            t.append(f" ({self.current.profile.display_name} at {mask_url(self.current.url)})")
             if self.split and len(self.engines) > 1:
                 t.append(" vs ", style="dim")
                 t.append(self.other.name, style="bold")
             n = len(self.conversation.messages) // 2
             t.append(f" · {n} exchange{'' if n == 1 else 's'} kept", style="dim")
-        self.query_one("#pg-engine", Static).update(t)
+        self.query_one("#pg-engine", Static).update(fmt.shown_text(t))
         a = self.query_one("#pane-a", _Pane)
         a.set_title(self.current.name if self.engines else "")
         b = self.query_one("#pane-b", _Pane)
@@ -389,7 +395,7 @@ class PlaygroundScreen(DeckScreen):
         if first.record.ok:
             self.conversation.add_exchange(text, first.reply, first.engine)
         summary = self.query_one("#pg-summary", Static)
-        summary.update(" · ".join(compare(turns[0], turns[1])) if len(turns) == 2 else "")
+        summary.update(fmt.outside(" · ".join(compare(turns[0], turns[1])) if len(turns) == 2 else ""))
         summary.display = len(turns) == 2
         self._draw_engine_line()
 

@@ -18,11 +18,24 @@ from __future__ import annotations
 from typing import Any
 
 from rich.style import Style
+from rich.text import Text
 from textual.cache import LRUCache
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellType, ColumnKey, RowKey
 
+from console.ui.format import shown_text
+
 CellKey = tuple[object, ...]
+
+
+def safe_cell(value: Any) -> Any:
+    """A cell as a table may show it: a string becomes ``Text`` (DataTable parses a string as markup,
+    so ``[link=...]`` from an engine would act), and every text is made inert (format.shown_text)."""
+    if isinstance(value, str):
+        return shown_text(Text(value))
+    if isinstance(value, Text):
+        return shown_text(value)
+    return value
 
 
 class CellTable(DataTable[CellType]):
@@ -59,10 +72,18 @@ class CellTable(DataTable[CellType]):
         self._cell_render_cache = LRUCache(cells)
         self._cells = LRUCache(2 * cells)
 
+    def add_column(self, label: Any, *, width: int | None = None, key: str | None = None,
+                   default: Any = None) -> ColumnKey:
+        return super().add_column(safe_cell(label), width=width, key=key, default=default)
+
+    def add_row(self, *cells: CellType, height: int | None = 1, key: str | None = None,
+                label: Any = None) -> RowKey:
+        return super().add_row(*(safe_cell(c) for c in cells), height=height, key=key, label=label)
+
     def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
                     update_width: bool = False) -> None:
         before = self._update_count
-        super().update_cell(row_key, column_key, value, update_width=update_width)
+        super().update_cell(row_key, column_key, safe_cell(value), update_width=update_width)
         if before == self._seen_count:
             self._seen_count = self._update_count
         key = (RowKey(row_key) if isinstance(row_key, str) else row_key,

@@ -19,6 +19,8 @@ from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
+from console.ui.format import shown_text
+
 
 def _offset(x: int, y: int) -> Style:
     return Style.from_meta({"offset": (x, y)})
@@ -64,6 +66,10 @@ class Line(Widget):
         if key is not None and key == self._key:
             return
         self._key = key
+        # Made inert once per change (the key check above keeps an unchanged line free): whatever
+        # outside text the caller put in, no control or escape reaches the terminal.
+        if isinstance(content, Text):
+            content = shown_text(content, multiline=True)
         self._content = content
         self._version += 1
         if lines is None:

@@ -29,6 +29,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from console.ui.format import shown_text
+
 
 @dataclass
 class TableColumn:
@@ -44,7 +46,8 @@ class TableColumn:
 
 
 class RowTable(ScrollView, can_focus=True):
-    """Rows of ``Text`` cells under a fixed header; see the module's docstring."""
+    """Rows of ``Text`` cells under a fixed header; see the module's docstring. Every cell and label
+    goes through ``format.shown_text`` (credentials masked, controls and escapes inert) as it comes in."""
 
     CELL_PADDING = 1
 
@@ -133,13 +136,13 @@ class RowTable(ScrollView, can_focus=True):
         return list(self._order)
 
     def add_column(self, label: Text | str, *, key: str, width: int) -> None:
-        self.columns[key] = TableColumn(key, Text(label) if isinstance(label, str) else label, width)
+        self.columns[key] = TableColumn(key, shown_text(Text(label) if isinstance(label, str) else label), width)
         self._cells = {k: [*v, Text()] for k, v in self._cells.items()}
         self._changed_shape()
 
     def set_label(self, key: str, label: Text) -> None:
         """A column's header label (the sort arrow)."""
-        self.columns[key].label = label
+        self.columns[key].label = shown_text(label)
         self._header = None
         self.refresh_line(self.scroll_offset.y)  # the header is the first line on screen
 
@@ -150,7 +153,8 @@ class RowTable(ScrollView, can_focus=True):
             raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
         self._index[key] = len(self._order)
         self._order.append(key)
-        self._cells[key] = list(cells)
+        # Every cell is outside text until shown otherwise: made inert here, before it is measured.
+        self._cells[key] = [shown_text(c) for c in cells]
         self._versions[key] = 0
         self._changed_shape()
 
@@ -168,7 +172,7 @@ class RowTable(ScrollView, can_focus=True):
 
     def update_cell(self, row_key: str, column_key: str, value: Text) -> None:
         i = self._column_index(column_key)
-        self._cells[row_key][i] = value
+        self._cells[row_key][i] = shown_text(value)
         self._versions[row_key] += 1
         self._refresh_row(self._index[row_key])
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.containers import Grid, VerticalScroll
 from textual.widget import Widget
 
+from console.ui import format as fmt
 from console.ui.widgets.plot import DEFAULT_WINDOW, Series, Unit, draw, label, sparkline, window_label
 
 SPARK_TERMINAL_W = 60  # at or below this terminal width, charts are sparklines
@@ -64,6 +65,8 @@ class TimeChart(Widget):
                  top: float | None = None) -> None:
         """Show ``series`` over the ``window`` seconds up to ``end``; ``unit``/``top`` change the scale (the
         selected GPU's memory size, its power limit)."""
+        # A series' name is an engine's (compare's legend): inert before the legend is measured.
+        series = [s if s.name == fmt.shown(s.name) else Series(fmt.shown(s.name), s.rows) for s in series]
         new = (tuple(series), end, window, unit or self.unit, top)
         if new != (self._series, self._end, self._window, self.unit, self._top):
             self._series, self._end, self._window, self.unit, self._top = new
