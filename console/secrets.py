@@ -80,14 +80,10 @@ _ENV_ASSIGN = re.compile(
 )
 
 # Every literal some rule needs before it runs (the assignment and environment rules run only after
-# one of _ASSIGN_HINTS): a text holding none of them, in any case, holds no recognised secret. On a
-# short string (a name, a unit, a reason in a status document) one search of this costs less than
-# the probes it spares; on a long text without any, a case-blind alternation is slower than them.
-_SHORT = 256
-_ANY_NEEDLE = re.compile(
-    "|".join(re.escape(n) for n in sorted({*(n for needs, _, _ in _PATTERNS for n in needs), *_ASSIGN_HINTS})),
-    re.IGNORECASE,
-)
+# one of _ASSIGN_HINTS): a lower-cased text holding none of them holds no recognised secret, and most
+# text a screen or a report shows (names, units, reasons) is such text. Plain substring tests: a
+# case-blind regex alternation of the same words measured 3-5x slower on short strings.
+_ANY_NEEDLE = tuple(sorted({*(n for needs, _, _ in _PATTERNS for n in needs), *_ASSIGN_HINTS}))
 
 # What each of _PATTERNS masks, for reports that count what was masked (never the values).
 _PATTERN_KINDS = ("bearer credential", "hugging face token", "openai-style key", "password in a url",
@@ -136,14 +132,14 @@ class Scrubber:
                 counts[kind] = counts.get(kind, 0) + n
             return text.replace(_ALREADY, "")
 
-        if not self._known and len(text) <= _SHORT and _ANY_NEEDLE.search(text) is None:
-            return text
         for s in self._known:
             if s in text:
                 if counts is not None:
                     counts[KNOWN_KIND] = counts.get(KNOWN_KIND, 0) + text.count(s)
                 text = text.replace(s, MASK)
         low = text.lower()
+        if not any(n in low for n in _ANY_NEEDLE):
+            return text
         for (needs, rx, repl), kind in zip(_PATTERNS, _PATTERN_KINDS, strict=True):
             if any(n in low for n in needs):
                 text = sub(rx, repl, text, kind)

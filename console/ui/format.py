@@ -6,7 +6,6 @@ Pure functions over model values returning Rich ``Text``; no Textual, no I/O.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import signal
@@ -14,9 +13,8 @@ from collections.abc import Sequence
 
 from rich.text import Span, Text
 
-from console import secrets
+from console import secrets, textout
 from console.model import EnergyView, EngineSnapshot, Freshness, LifecycleView, Phase, Quantiles, SourceState
-from console.textsafe import inert
 
 GIB = 1024**3
 NA_STYLE = "dim"
@@ -29,28 +27,11 @@ WARN = "bold" if MONO else "yellow"
 SIM = "bold reverse" if MONO else "bold magenta"
 
 
-_SCRUB = secrets.Scrubber()  # the recognised shapes only (no known values): one, not one per call
-
-
 def shown(text: str, *, multiline: bool = False) -> str:
     """Outside text (from an engine, a stream, a remote host, a recording) as a screen may show it:
     credentials masked (on the raw text), then every control, escape, bidi and invisible character
-    a visible placeholder. Text that holds neither comes back as it is, at the cost of two searches."""
-    if not text:
-        return text
-    if len(text) <= _CACHED_LEN:
-        return _shown_short(text, multiline)
-    return inert(_SCRUB(text), multiline=multiline)
-
-
-# A screen shows the same short strings every refresh (cells, names, reasons): their safe form is
-# kept, so a redraw costs a lookup, not the scrubber's searches. Long text (logs, replies) is not kept.
-_CACHED_LEN = 256
-
-
-@functools.lru_cache(maxsize=4096)
-def _shown_short(text: str, multiline: bool) -> str:
-    return inert(_SCRUB(text), multiline=multiline)
+    a visible placeholder: the same rule as the text outputs' (``console.textout``)."""
+    return textout.shown(text, multiline=multiline) if text else text
 
 
 def outside(text: str, style: str = "", *, multiline: bool = False) -> Text:
