@@ -26,7 +26,15 @@ from console.client.arrivals import Arrival, schedule
 from console.client.gpu import GpuSampler, SimulatedGpuCollect
 from console.client.progress import LevelProgress, ProgressFn
 from console.client.servermetrics import LevelServerStats, MetricsScraper, counter_total, gauge
-from console.client.stream import EndpointKind, GenParams, LengthMode, auth_headers, build_body, endpoint_path
+from console.client.stream import (
+    EndpointKind,
+    GenParams,
+    LengthMode,
+    auth_headers,
+    build_body,
+    endpoint_path,
+    max_tokens_of,
+)
 from console.client.stream import stream_request as _stream_request
 from console.client.timing import RequestRecord
 from console.client.workloads import Prompt
@@ -196,6 +204,9 @@ async def run_level(
 
     ``encoded``: the bodies from ``encode_bodies`` if the caller prepared them already."""
     bodies, lmode = encoded if encoded is not None else encode_bodies(target, prompts, params)
+    # What each request asks for at most: a usage claim above it fails the request.
+    limits = [max_tokens_of({"max_tokens": p.output_len if p.output_len is not None else params.max_tokens,
+                             **params.extra}) for p in prompts]  # fmt: skip
     client = HTTPClient(target.url)
     api_key = target.engine.api_key  # read once, before the level starts
     headers = auth_headers(api_key)
@@ -241,9 +252,26 @@ async def run_level(
         report()
 
     async def one(i: int, t_sched: int) -> None:
+        nonlocal stop_reason
         rec = RequestRecord(index=i, prompt_id=prompts[i].id, t_sched_ns=t_sched, warmup=i < warm)
         records.append(rec)
-        await _stream_request(client, path, bodies[i], rec, headers=headers, timeout=request_timeout)
+        try:
+            if deadline is None:
+                await _stream_request(client, path, bodies[i], rec, headers=headers, timeout=request_timeout,
+                                      max_tokens=limits[i])  # fmt: skip
+            else:
+                # --max-duration bounds every request, warmup included: one still streaming at
+                # the deadline is cut off there, not left to run for the request timeout.
+                async with asyncio.timeout_at(loop.time() + max(0.0, (deadline - _perf_ns()) / 1e9)):
+                    await _stream_request(client, path, bodies[i], rec, headers=headers, timeout=request_timeout,
+                                          max_tokens=limits[i])  # fmt: skip
+        except TimeoutError:
+            if not stop_reason:
+                stop_reason = max_duration_reason
+            rec.cancelled = True
+            rec.error = rec.error or f"cancelled: still running when the {max_duration_reason}"
+        except Exception as exc:  # a failure no check foresaw ends this request, not the level
+            rec.error = rec.error or f"client error: {type(exc).__name__}: {str(exc)[:200]}"
         done(rec)
 
     lag = _LoopLag()
@@ -276,6 +304,8 @@ async def run_level(
         gpu.begin()
     sampler = asyncio.get_running_loop().create_task(sample_server())
     deadline = t_start + int(spec.max_duration * 1e9) if spec.max_duration else None
+    max_duration_reason = f"max duration {spec.max_duration:g}s reached" if spec.max_duration else ""
+    loop = asyncio.get_running_loop()
     last_send = 0
     try:
         if spec.mode == "closed":
@@ -286,7 +316,7 @@ async def run_level(
                 nonlocal nxt, stop_reason, last_send
                 while nxt < n and not stop_reason:
                     if deadline is not None and _perf_ns() > deadline:
-                        stop_reason = f"max duration {spec.max_duration:g}s reached"
+                        stop_reason = stop_reason or max_duration_reason
                         return
                     i = nxt
                     nxt += 1
@@ -313,7 +343,7 @@ async def run_level(
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if deadline is not None and _perf_ns() > deadline:
-                    stop_reason = f"max duration {spec.max_duration:g}s reached"
+                    stop_reason = stop_reason or max_duration_reason
                 if stop_reason:
                     break
                 last_send = t_target
