@@ -41,7 +41,7 @@ class SSEEvent:
 class SSEParser:
     """Feed bytes, get events. Keeps the unfinished tail between feeds."""
 
-    __slots__ = ("_parts", "_pending", "_pending_cr", "max_event")
+    __slots__ = ("_parts", "_pending", "_pending_cr", "max_event", "saw_block")
 
     def __init__(self, max_event: int = MAX_EVENT_BYTES) -> None:
         # The unfinished event, as the pieces that carried it (joined once, when it completes).
@@ -50,6 +50,7 @@ class SSEParser:
         # A CR at the very end of a feed might be the first half of CRLF: hold it back.
         self._pending_cr = False
         self.max_event = max_event
+        self.saw_block = False  # a blank line ended something (an event, a comment): this is SSE
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         """Complete events in arrival order."""
@@ -85,9 +86,12 @@ class SSEParser:
                 data = data[cut + 2 :]
             self._parts = []
             self._pending = 0
+            self.saw_block = True
             self._block(first, out)
         blocks = data.split(b"\n\n")
         tail = blocks.pop()
+        if blocks:
+            self.saw_block = True
         append = out.append
         for block in blocks:
             if block[:6] == b"data: " and b"\n" not in block:

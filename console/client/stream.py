@@ -250,6 +250,8 @@ class OpenAIStreamSink:
     def _body(self, data: bytes, t_ns: int) -> None:
         events = self._parser.feed_fast(data)
         if not events:
+            if self._nonstream is not None and self._parser.saw_block:
+                self._nonstream = None  # SSE (comments, say), not one JSON body
             if self._nonstream is not None:
                 self._nonstream_size += len(data)
                 if self._nonstream_size <= MAX_EVENT_BYTES:
