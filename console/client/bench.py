@@ -497,7 +497,8 @@ def run_in_subprocess(
         else:
             if sys.stderr.fileno() < 0:
                 sys.stderr = sys.__stderr__
-        q: Any = ctx.Queue()  # its semaphore starts the resource tracker
+        _start_resource_tracker()
+        q: Any = ctx.Queue()  # its semaphore needs the resource tracker
         proc = ctx.Process(target=_child, args=(cfg, list(models), q, quiet, os.getpid()), daemon=True,
                            name="enginedeck-bench")  # fmt: skip
         proc.start()
@@ -517,6 +518,23 @@ def run_in_subprocess(
             proc.kill()
             proc.join(1)
         q.close()
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with SIGHUP ignored (an ignored signal stays ignored
+    across exec). It ignores SIGINT and SIGTERM itself but not SIGHUP: a terminal's hangup would
+    kill it, and its replacement prints tracebacks about the queue's semaphores."""
+    import threading
+    from multiprocessing import resource_tracker
+
+    if threading.current_thread() is not threading.main_thread():
+        resource_tracker.ensure_running()
+        return
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.signal(signal.SIGHUP, old)
 
 
 def _collect(
