@@ -25,6 +25,9 @@ DONE = b"[DONE]"
 # its whole JSON body as one event, still far below this.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 _FIELDS = (b"data", b"event", b"id", b"retry")
+# An unfinished event up to this size is joined to the next read (cheap for the usual few hundred
+# bytes); a longer one is kept in pieces, so no read copies more than this of what came before.
+_SMALL_TAIL = 64 * 1024
 
 
 class SSEEventTooLarge(ValueError):
@@ -41,15 +44,19 @@ class SSEEvent:
 class SSEParser:
     """Feed bytes, get events. Keeps the unfinished tail between feeds."""
 
-    __slots__ = ("_parts", "_pending", "_pending_cr", "max_event", "saw_block")
+    __slots__ = ("_buf", "_parts", "_pending", "_pending_cr", "_small", "max_event", "saw_block")
 
     def __init__(self, max_event: int = MAX_EVENT_BYTES) -> None:
-        # The unfinished event, as the pieces that carried it (joined once, when it completes).
+        # A short unfinished event is kept as bytes and joined to the next read (the common case:
+        # a read that ends mid-event). One that outgrows _SMALL_TAIL is kept as the pieces that
+        # carried it, joined once when it completes, and only the newest piece is searched.
+        self._buf = b""
         self._parts: list[bytes] = []
-        self._pending = 0
+        self._pending = 0  # bytes in _parts
         # A CR at the very end of a feed might be the first half of CRLF: hold it back.
         self._pending_cr = False
         self.max_event = max_event
+        self._small = min(_SMALL_TAIL, max_event)
         self.saw_block = False  # a blank line ended something (an event, a comment): this is SSE
 
     def feed(self, data: bytes) -> list[SSEEvent]:
@@ -68,40 +75,53 @@ class SSEParser:
                 self._pending_cr = True
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         out: list[bytes | SSEEvent] = []
-        parts = self._parts
-        if parts:
-            # Only the new bytes are searched; the blank line may straddle the two pieces.
-            if parts[-1][-1:] == b"\n" and data[:1] == b"\n":
-                first = b"".join(parts)[:-1]
-                data = data[1:]
-            else:
-                cut = data.find(b"\n\n")
-                if cut < 0:
-                    if data:
-                        parts.append(data)
-                        self._grow(len(data))
-                    return out
-                parts.append(data[:cut])
-                first = b"".join(parts)
-                data = data[cut + 2 :]
-            self._parts = []
-            self._pending = 0
-            self.saw_block = True
-            self._block(first, out)
-        blocks = data.split(b"\n\n")
+        if self._parts:
+            data = self._continue(data, out)
+            if self._parts:
+                return out
+            buf = data
+        else:
+            buf = self._buf + data if self._buf else data
+        blocks = buf.split(b"\n\n")
         tail = blocks.pop()
         if blocks:
             self.saw_block = True
-        append = out.append
-        for block in blocks:
-            if block[:6] == b"data: " and b"\n" not in block:
-                append(block[6:])  # fast path: one data line
-            elif block:
-                self._block(block, out)
-        if tail:
+            append = out.append
+            for block in blocks:
+                if block[:6] == b"data: " and b"\n" not in block:
+                    append(block[6:])  # fast path: one data line
+                elif block:
+                    self._block(block, out)
+        if len(tail) > self._small:
+            self._buf = b""
             self._parts = [tail]
             self._grow(len(tail))
+        else:
+            self._buf = tail
         return out
+
+    def _continue(self, data: bytes, out: list[bytes | SSEEvent]) -> bytes:
+        """A large event is pending: search only ``data`` for its end (the blank line may straddle
+        the two pieces); returns what follows the event, or keeps ``data`` as one more piece."""
+        parts = self._parts
+        if parts[-1][-1:] == b"\n" and data[:1] == b"\n":
+            first = b"".join(parts)[:-1]
+            rest = data[1:]
+        else:
+            cut = data.find(b"\n\n")
+            if cut < 0:
+                if data:
+                    parts.append(data)
+                    self._grow(len(data))
+                return b""
+            parts.append(data[:cut])
+            first = b"".join(parts)
+            rest = data[cut + 2 :]
+        self._parts = []
+        self._pending = 0
+        self.saw_block = True
+        self._block(first, out)
+        return rest
 
     def _grow(self, n: int) -> None:
         self._pending += n
@@ -124,6 +144,7 @@ class SSEParser:
         """End of stream: a held-back CR ends its line; an event without its blank line is
         discarded (per the spec)."""
         out = self.feed(b"\n") if self._pending_cr else []
+        self._buf = b""
         self._parts = []
         self._pending = 0
         self._pending_cr = False
@@ -132,11 +153,7 @@ class SSEParser:
     @property
     def pending(self) -> int:
         """Bytes held for an unfinished event."""
-        return self._pending
-
-    def pending_bytes(self) -> bytes:
-        """The unfinished event's bytes (what a server that ignored ``stream`` sent as its body)."""
-        return b"".join(self._parts)
+        return len(self._buf) + self._pending
 
 
 def _parse_block(block: bytes) -> SSEEvent | None:

@@ -231,7 +231,17 @@ class OpenAIStreamSink:
             return
         self._bytes += len(data)
         try:
-            self._body(data, t_ns)
+            events = self._parser.feed_fast(data)
+            if not events:
+                if self._nonstream is not None and self._parser.saw_block:
+                    self._nonstream = None  # SSE (comments, say), not one JSON body
+                if self._nonstream is not None:
+                    self._nonstream_size += len(data)
+                    if self._nonstream_size <= MAX_EVENT_BYTES:
+                        self._nonstream.append(data)
+                return
+            self._nonstream = None
+            self._events(events, t_ns)
         except StreamRejected as exc:
             self._reject(str(exc))
             raise
@@ -247,17 +257,7 @@ class OpenAIStreamSink:
         if self.rec.error is None:
             self.rec.error = reason
 
-    def _body(self, data: bytes, t_ns: int) -> None:
-        events = self._parser.feed_fast(data)
-        if not events:
-            if self._nonstream is not None and self._parser.saw_block:
-                self._nonstream = None  # SSE (comments, say), not one JSON body
-            if self._nonstream is not None:
-                self._nonstream_size += len(data)
-                if self._nonstream_size <= MAX_EVENT_BYTES:
-                    self._nonstream.append(data)
-            return
-        self._nonstream = None
+    def _events(self, events: list[bytes | SSEEvent], t_ns: int) -> None:
         rec = self.rec
         if rec.t_first_event_ns is None:
             rec.t_first_event_ns = t_ns
@@ -297,7 +297,7 @@ class OpenAIStreamSink:
         rec = self.rec
         choices = obj.get("choices")
         content = reasoning = tool = finish = None
-        if choices is not None and type(choices) is not list:
+        if type(choices) is not list and choices is not None:
             raise _bad(f"malformed chunk: choices is {_type_name(choices)} {_show(choices)}, expected an array")
         if choices:
             c = choices[0]
@@ -318,7 +318,10 @@ class OpenAIStreamSink:
                     if tool is not None and type(tool) is not list:
                         raise _bad(f"malformed chunk: delta.tool_calls is {_type_name(tool)}, expected an array")
             else:
-                content = _opt_str(c, "text", "choices[0]")
+                content = c.get("text")
+                if content is not None and type(content) is not str:
+                    raise _bad(f"malformed chunk: choices[0].text is {_type_name(content)} {_show(content)}, "
+                               "expected a string")  # fmt: skip
             finish = c.get("finish_reason")
             if finish is not None and type(finish) is not str:
                 raise _bad(f"malformed chunk: finish_reason is {_type_name(finish)} {_show(finish)}, expected a string")
@@ -331,10 +334,12 @@ class OpenAIStreamSink:
             return
         du: int | None = None
         usage = obj.get("usage")
-        if usage is not None and type(usage) is not dict:
-            raise _bad(f"bad usage: usage is {_type_name(usage)} {_show(usage)}, expected an object")
         if usage:
+            if type(usage) is not dict:
+                raise _bad(f"bad usage: usage is {_type_name(usage)} {_show(usage)}, expected an object")
             du = self._usage(usage)
+        elif usage is not None and type(usage) is not dict:
+            raise _bad(f"bad usage: usage is {_type_name(usage)} {_show(usage)}, expected an object")
         if not (content or reasoning or tool):
             if not (du and choices):
                 return
@@ -356,20 +361,26 @@ class OpenAIStreamSink:
                 self.on_token(rec, content or "", reasoning or "", t_ns)
 
     def _usage(self, usage: dict[str, Any]) -> int | None:
-        """Check and record a usage object; the completion-token delta since the last one (None: no count)."""
+        """Check and record a usage object; the completion-token delta since the last one (None: no count).
+
+        With continuous usage this runs for every event: plain ints within their bounds take the
+        short way, anything else the full check (which converts a whole float or raises)."""
         rec = self.rec
         du: int | None = None
-        ct_raw = usage.get("completion_tokens")
-        if ct_raw is not None:
-            ct = self._completion_tokens(ct_raw)
-            if ct < self._last_ct:
-                raise _bad(f"bad usage: completion_tokens went down from {self._last_ct} to {ct}")
+        ct = usage.get("completion_tokens")
+        if ct is not None:
+            mt = self.max_tokens
+            if type(ct) is not int or ct < self._last_ct or ct > self._bytes or (mt is not None and ct > mt):
+                ct = self._completion_tokens(ct)
             du = ct - self._last_ct
             self._last_ct = ct
             rec.completion_tokens = ct
-        pt_raw = usage.get("prompt_tokens")
-        if pt_raw is not None:
-            rec.prompt_tokens = token_count(pt_raw, "prompt_tokens", self.prompt_limit, "the prompt sent")
+        pt = usage.get("prompt_tokens")
+        if pt is not None:
+            pl = self.prompt_limit
+            if type(pt) is not int or pt < 0 or (pl is not None and pt > pl):
+                pt = token_count(pt, "prompt_tokens", pl, "the prompt sent")
+            rec.prompt_tokens = pt
         details = usage.get("prompt_tokens_details")
         if details is not None and type(details) is not dict:
             raise _bad(f"bad usage: prompt_tokens_details is {_type_name(details)}, expected an object")
@@ -384,6 +395,8 @@ class OpenAIStreamSink:
         ct = token_count(value, "completion_tokens", self.max_tokens, "max_tokens asked")
         if ct > self._bytes:
             raise _bad(f"bad usage: completion_tokens {ct} is more than the {self._bytes} bytes streamed")
+        if ct < self._last_ct:
+            raise _bad(f"bad usage: completion_tokens went down from {self._last_ct} to {ct}")
         return ct
 
     def on_end(self, t_ns: int) -> None:

@@ -58,7 +58,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
-            self.send_json(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+            listing = {"object": "list", "data": [{"id": "m", "object": "model"}]}
+            status, obj = self.server.models_reply or (200, listing)
+            self.send_json(status, obj)
         else:
             self.send_json(404, {"error": "not here"})
 
@@ -121,6 +123,7 @@ class FakeServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.posts: list[float] = []
         self.stopping = threading.Event()
+        self.models_reply: tuple[int, Any] | None = None  # (status, JSON) for GET /v1/models
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hung up mid-stream is what many of these tests do on purpose

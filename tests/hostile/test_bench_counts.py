@@ -67,7 +67,7 @@ def no_async_noise(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixtu
     retrieved") or a traceback reached stderr."""
     caplog.set_level(logging.WARNING, logger="asyncio")
     yield
-    noise = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    noise = [r.getMessage() for r in caplog.get_records("call") if r.name.startswith("asyncio")]
     assert not noise, noise
     err = capsys.readouterr().err
     assert "Traceback" not in err and "never retrieved" not in err, err
@@ -169,7 +169,7 @@ async def test_failed_requests_add_nothing_to_throughput(no_async_noise: None) -
         h.stream([*(chunk(f"t{k} ") for k in range(4)), *tail, chunk(None, usage=usage(4), finish="length"), DONE],
                  gap=0.002)  # fmt: skip
 
-    raw, summary = await level(reply, n=4)
+    _, summary = await level(reply, n=4)
     assert (summary["requests"]["completed"], summary["requests"]["failed"]) == (2, 2)
     tp = summary["throughput"]
     assert tp["output_tput"] * tp["duration_s"] == pytest.approx(8.0)
@@ -261,15 +261,16 @@ async def test_an_error_body_is_scrubbed_in_the_record(text: str, secret: str) -
     assert secret not in r.error and secret not in json.dumps(summary)
 
 
-@pytest.mark.parametrize("where", ["http-error", "stream-error-event"])
-def test_bench_masks_and_neutralises_an_engine_error_body(tmp_path: Path, where: str) -> None:
-    hostile = "boom \x1b]0;pwned\x07 \x1b[2J http://admin:hunter2pass@db:5432/x?token=tok_SECRET123"
+HOSTILE_ERROR = "boom \x1b]0;pwned\x07 \x1b[2J \x1b]52;c;cHduZWQ=\x07 http://admin:hunter2pass@db:5432/x?token=tok_SECRET123"
 
+
+@pytest.mark.parametrize("where", ["http-error", "stream-error-event"])
+def test_bench_json_holds_an_engine_error_body_scrubbed(tmp_path: Path, where: str) -> None:
     def reply(h: Any, body: dict[str, Any]) -> None:
         if where == "http-error":
-            h.send_raw(500, hostile.encode(), "text/plain")
+            h.send_raw(500, HOSTILE_ERROR.encode(), "text/plain")
         else:
-            h.stream([chunk("a"), ev({"error": {"message": hostile, "type": "internal"}}), DONE])
+            h.stream([chunk("a"), ev({"error": {"message": HOSTILE_ERROR, "type": "internal"}}), DONE])
 
     with fake_server(reply) as srv:
         proc, doc = run_bench(srv.ref, tmp=tmp_path)
@@ -277,10 +278,28 @@ def test_bench_masks_and_neutralises_an_engine_error_body(tmp_path: Path, where:
     text = json.dumps(doc)
     assert "hunter2pass" not in text and "tok_SECRET123" not in text
     errors = doc["runs"][0]["levels"][0]["requests"]["errors"]
-    assert errors and "****" in errors[0]
+    assert errors and "****" in errors[0] and "\x1b" in errors[0]  # JSON keeps the text, json-escaped
     for out in (proc.stdout, proc.stderr):
         assert "\x1b" not in out and "\x07" not in out and "hunter2pass" not in out
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("shape", ["json-error", "text-body"])
+def test_bench_prints_an_unready_engines_error_inert_and_masked(tmp_path: Path, shape: str) -> None:
+    """The readiness check prints what /v1/models answered: scrubbed, and with every escape shown
+    as a placeholder (no title change, no clipboard write, no cleared screen)."""
+    def reply(h: Any, body: dict[str, Any]) -> None:  # never reached: the readiness check fails first
+        h.send_json(500, {})
+
+    with fake_server(reply) as srv:
+        srv.models_reply = (500, {"error": {"message": HOSTILE_ERROR}} if shape == "json-error"
+                            else {"error": HOSTILE_ERROR, "error_type": "x\x1b[31m"})  # fmt: skip
+        proc, doc = run_bench(srv.ref, tmp=tmp_path)
+    assert proc.returncode == 2 and doc is None
+    err = proc.stderr
+    assert "\x1b" not in err and "\x07" not in err, repr(err)
+    assert "hunter2pass" not in err and "tok_SECRET123" not in err and "****" in err
+    assert "␛" in err  # shown, not obeyed
 
 
 def test_bench_masks_credentials_of_an_unreachable_engine_url(tmp_path: Path) -> None:
