@@ -8,7 +8,8 @@ all sent while C streams were in flight; open loop: all requests).
     goodput        = |good| / D_run         slo_attainment = |good| / |M|
     error_rate     = failed / (failed + |M|)
     avg_inflight   = Σ_M (t_K - t_send) / D_run
-    steady_output_tput = tokens_in(w0, w1) / (w1 - w0), tokens of every event with w0 <= t_k < w1,
+    steady_output_tput = tokens_in(w0, w1) / (w1 - w0), tokens of every event with w0 <= t_k < w1
+                     (of successful requests only: a failed request's tokens are no output),
                      w0 = end of warmup (the C-th completion), w1 = last send (excludes the drain tail)
     cache_hit_rate (usage) = Σ P_cached / Σ P    (only where the engine fills cached_tokens)
 
@@ -66,8 +67,9 @@ def is_good(m: RequestMetrics, slo: Mapping[str, float]) -> bool:
 def summarize(raw: LevelRaw, slo: Mapping[str, float] | None = None) -> dict[str, Any]:
     slo = slo or {}
     measured = [r for r in raw.records if not r.warmup]
+    # Every request is counted exactly once: ok (a 2xx answer that carried a token) or failed.
     ok = [r for r in measured if r.ok and (r.event_t_ns or not r.streamed)]
-    failed = [r for r in measured if not r.ok]
+    failed = [r for r in measured if not (r.ok and (r.event_t_ns or not r.streamed))]
     metrics = [compute(r) for r in ok]
     out: dict[str, Any] = {"level": raw.spec.describe(), "length_mode": raw.length_mode}
     n_ok = len(ok)
@@ -172,7 +174,7 @@ def _steady(raw: LevelRaw) -> dict[str, Any]:
         return {"steady_output_tput": None, "steady_window_s": None}
     tokens = 0.0
     for r in raw.records:
-        if not r.event_t_ns:
+        if not r.event_t_ns or not r.ok:  # a failed request's tokens are no output
             continue
         m = compute(r)
         for t, n in zip(r.event_t_ns, m.token_counts, strict=False):
@@ -214,7 +216,7 @@ def _selfcheck(raw: LevelRaw, ok: list[Any]) -> dict[str, Any]:
 def _error_samples(failed: list[Any], limit: int = 3) -> list[str]:
     seen: dict[str, int] = {}
     for r in failed:
-        msg = r.error or ("cancelled" if r.cancelled else f"HTTP {r.status}")
+        msg = r.error or ("cancelled" if r.cancelled else "no token received" if r.ok else f"HTTP {r.status}")
         seen[msg] = seen.get(msg, 0) + 1
     return [f"{m} (x{n})" for m, n in sorted(seen.items(), key=lambda kv: -kv[1])[:limit]]
 

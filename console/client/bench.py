@@ -39,6 +39,9 @@ from console.transport.http import HTTPClient, HTTPError
 SCHEMA = "enginedeck.bench/1"
 INTERRUPT_GRACE = 30.0  # seconds the child gets to cancel its level and send what finished
 SCHEMA_VERSION = 1
+# Each of them stops a run the way Ctrl-C does: the levels that finished are kept, marked interrupted.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PARENT_CHECK_S = 0.5  # how often the load process checks that the bench that started it still lives
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +127,8 @@ async def run_bench(
 ) -> dict[str, Any]:
     """Run every (engine, repeat) in ABBA order; returns the result document (JSON-ready).
 
-    ``interruptible`` (main thread only): SIGINT stops the run and the document holds the levels
-    that finished, with ``"interrupted": true``."""
+    ``interruptible`` (main thread only): SIGINT, SIGTERM or SIGHUP stops the run and the document
+    holds the levels that finished, with ``"interrupted": true``."""
     started = _dt.datetime.now(_dt.UTC)
     raw_by_key: dict[tuple[int, int, int], LevelRaw] = {}
     collect = default_collect() if cfg.gpu == "nvml" else None
@@ -148,7 +151,8 @@ async def run_bench(
             work.cancel()
 
     if interruptible:
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, on_sigint)
     try:
         await work
     except asyncio.CancelledError:
@@ -156,7 +160,8 @@ async def run_bench(
             raise  # cancelled from outside, not by Ctrl-C
     finally:
         if interruptible:
-            loop.remove_signal_handler(signal.SIGINT)
+            for signum in STOP_SIGNALS:
+                loop.remove_signal_handler(signum)
         if swapper is not None:
             swapper.close()
     # A level cut short is not a result: only the levels that finished are kept.
@@ -419,10 +424,27 @@ class _ChildFailed:
     message: str  # one line: the exception's type and text
 
 
-def _child(cfg: BenchConfig, models: list[str], q: Any, quiet: bool = False) -> None:
-    # Ctrl-C reaches this process too (same process group): run_bench turns it into "stop and
-    # report the levels that finished"; until its handler is in place, ignore it.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _watch_parent(parent: int) -> None:
+    """End this load process as soon as the bench that started it is gone (killed with SIGKILL, say):
+    nobody would read its results, and it must not keep sending requests to the engine."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _child(cfg: BenchConfig, models: list[str], q: Any, quiet: bool = False, parent: int | None = None) -> None:
+    # Ctrl-C, a terminal's hangup and a group-wide SIGTERM reach this process too (same process
+    # group): run_bench turns each into "stop and report the levels that finished"; until its
+    # handlers are in place, ignore them.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    if parent is not None:
+        _watch_parent(parent)
     if quiet:  # under a full-screen UI nothing may reach the terminal
         devnull = open(os.devnull, "w")  # noqa: SIM115
         os.dup2(devnull.fileno(), 1)
@@ -441,6 +463,14 @@ class BenchFailed(Exception):
     pass
 
 
+class BenchSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while the bench runs: handled like Ctrl-C (``run_in_subprocess``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 def run_in_subprocess(
     cfg: BenchConfig,
     models: Sequence[str],
@@ -451,8 +481,9 @@ def run_in_subprocess(
 ) -> dict[str, Any]:
     """Run the bench in a fresh process; progress events are passed to ``on_progress`` here.
 
-    Ctrl-C (KeyboardInterrupt here) asks the child to stop: the document it returns holds the
-    levels that finished and ``"interrupted": true``; a second Ctrl-C gives up at once.
+    Ctrl-C (KeyboardInterrupt here, or a subclass such as ``BenchSignal`` raised by a caller's
+    SIGTERM/SIGHUP handler) asks the child to stop: the document it returns holds the levels that
+    finished and ``"interrupted": true``; a second one gives up at once (the child is killed).
     ``quiet``: the child's stdout/stderr go to /dev/null (use it under a full-screen UI)."""
     ctx = mp.get_context("spawn")
     saved = sys.stderr
@@ -466,8 +497,10 @@ def run_in_subprocess(
         else:
             if sys.stderr.fileno() < 0:
                 sys.stderr = sys.__stderr__
-        q: Any = ctx.Queue()  # its semaphore starts the resource tracker
-        proc = ctx.Process(target=_child, args=(cfg, list(models), q, quiet), daemon=True, name="enginedeck-bench")
+        _start_resource_tracker()
+        q: Any = ctx.Queue()  # its semaphore needs the resource tracker
+        proc = ctx.Process(target=_child, args=(cfg, list(models), q, quiet, os.getpid()), daemon=True,
+                           name="enginedeck-bench")  # fmt: skip
         proc.start()
     finally:
         sys.stderr = saved
@@ -485,6 +518,23 @@ def run_in_subprocess(
             proc.kill()
             proc.join(1)
         q.close()
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with SIGHUP ignored (an ignored signal stays ignored
+    across exec). It ignores SIGINT and SIGTERM itself but not SIGHUP: a terminal's hangup would
+    kill it, and its replacement prints tracebacks about the queue's semaphores."""
+    import threading
+    from multiprocessing import resource_tracker
+
+    if threading.current_thread() is not threading.main_thread():
+        resource_tracker.ensure_running()
+        return
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.signal(signal.SIGHUP, old)
 
 
 def _collect(

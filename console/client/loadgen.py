@@ -26,13 +26,21 @@ from console.client.arrivals import Arrival, schedule
 from console.client.gpu import GpuSampler, SimulatedGpuCollect
 from console.client.progress import LevelProgress, ProgressFn
 from console.client.servermetrics import LevelServerStats, MetricsScraper, counter_total, gauge
-from console.client.stream import EndpointKind, GenParams, LengthMode, auth_headers, build_body, endpoint_path
+from console.client.stream import (
+    EndpointKind,
+    GenParams,
+    LengthMode,
+    auth_headers,
+    build_body,
+    endpoint_path,
+    max_tokens_of,
+)
 from console.client.stream import stream_request as _stream_request
 from console.client.timing import RequestRecord
 from console.client.workloads import Prompt
 from console.profiles import EngineProfile
 from console.target import EngineTarget
-from console.transport.http import HTTPClient
+from console.transport.http import Cancellable, HTTPClient
 
 PROGRESS_HZ = 10.0
 # Stop sending in a level whose error rate exceeds this after at least STOP_MIN_REQUESTS (6.5 item 3).
@@ -196,6 +204,14 @@ async def run_level(
 
     ``encoded``: the bodies from ``encode_bodies`` if the caller prepared them already."""
     bodies, lmode = encoded if encoded is not None else encode_bodies(target, prompts, params)
+    # What a request asks for at most (a usage claim above it fails the request), per output length.
+    limits: dict[int | None, int | None] = {}
+
+    def limit(out_len: int | None) -> int | None:
+        if out_len not in limits:
+            asked = out_len if out_len is not None else params.max_tokens
+            limits[out_len] = max_tokens_of({"max_tokens": asked, **params.extra})
+        return limits[out_len]
     client = HTTPClient(target.url)
     api_key = target.engine.api_key  # read once, before the level starts
     headers = auth_headers(api_key)
@@ -240,10 +256,43 @@ async def run_level(
                 stopped_on_errors = True
         report()
 
+    inflight: set[Cancellable] = set()  # with --max-duration: the requests under way
+    deadline_passed = False
+
+    def cut_at_deadline() -> None:
+        nonlocal stop_reason, deadline_passed
+        deadline_passed = True
+        stop_reason = stop_reason or max_duration_reason
+        for handle in list(inflight):
+            handle.cancel()
+
     async def one(i: int, t_sched: int) -> None:
         rec = RequestRecord(index=i, prompt_id=prompts[i].id, t_sched_ns=t_sched, warmup=i < warm)
         records.append(rec)
-        await _stream_request(client, path, bodies[i], rec, headers=headers, timeout=request_timeout)
+        try:
+            if deadline is None:
+                await _stream_request(client, path, bodies[i], rec, headers=headers, timeout=request_timeout,
+                                      max_tokens=limit(prompts[i].output_len))  # fmt: skip
+            else:
+                # --max-duration bounds every request, warmup included: one still streaming at
+                # the deadline is cut off there (``cut_at_deadline``), not left to run for the
+                # request timeout.
+                handle = Cancellable()
+                if deadline_passed:  # its worker looked just before the deadline: not sent at all
+                    handle.cancel()
+                else:
+                    inflight.add(handle)
+                    try:
+                        await _stream_request(client, path, bodies[i], rec, headers=headers,
+                                              timeout=request_timeout, max_tokens=limit(prompts[i].output_len),
+                                              cancel=handle)  # fmt: skip
+                    finally:
+                        inflight.discard(handle)
+                if handle.cancelled:
+                    rec.cancelled = True
+                    rec.error = rec.error or f"cancelled: still running when the {max_duration_reason}"
+        except Exception as exc:  # a failure no check foresaw ends this request, not the level
+            rec.error = rec.error or f"client error: {type(exc).__name__}: {str(exc)[:200]}"
         done(rec)
 
     lag = _LoopLag()
@@ -276,6 +325,9 @@ async def run_level(
         gpu.begin()
     sampler = asyncio.get_running_loop().create_task(sample_server())
     deadline = t_start + int(spec.max_duration * 1e9) if spec.max_duration else None
+    max_duration_reason = f"max duration {spec.max_duration:g}s reached" if spec.max_duration else ""
+    loop = asyncio.get_running_loop()
+    cutter = loop.call_later(spec.max_duration, cut_at_deadline) if spec.max_duration else None
     last_send = 0
     try:
         if spec.mode == "closed":
@@ -286,7 +338,7 @@ async def run_level(
                 nonlocal nxt, stop_reason, last_send
                 while nxt < n and not stop_reason:
                     if deadline is not None and _perf_ns() > deadline:
-                        stop_reason = f"max duration {spec.max_duration:g}s reached"
+                        stop_reason = stop_reason or max_duration_reason
                         return
                     i = nxt
                     nxt += 1
@@ -313,7 +365,7 @@ async def run_level(
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if deadline is not None and _perf_ns() > deadline:
-                    stop_reason = f"max duration {spec.max_duration:g}s reached"
+                    stop_reason = stop_reason or max_duration_reason
                 if stop_reason:
                     break
                 last_send = t_target
@@ -322,6 +374,8 @@ async def run_level(
             if tasks:
                 await asyncio.gather(*tasks)
     finally:
+        if cutter is not None:
+            cutter.cancel()
         t_end = _perf_ns()
         cpu1 = time.process_time()
         await lag.stop()

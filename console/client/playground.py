@@ -16,7 +16,15 @@ from typing import Any
 
 import orjson
 
-from console.client.stream import GenParams, auth_headers, build_body, endpoint_path, list_models, stream_request
+from console.client.stream import (
+    GenParams,
+    auth_headers,
+    build_body,
+    endpoint_path,
+    list_models,
+    max_tokens_of,
+    stream_request,
+)
 from console.client.timing import RequestMetrics, RequestRecord, compute
 from console.target import EngineTarget
 from console.transport.http import Cancellable, HTTPClient, HTTPError
@@ -146,7 +154,8 @@ async def send_turn(
     cl = client or HTTPClient(engine.url)
     try:
         await stream_request(cl, path, orjson.dumps(body), rec, headers=auth_headers(engine.api_key),
-                             keep_text=True, on_token=on_token, cancel=cancel)  # fmt: skip
+                             keep_text=True, on_token=on_token, cancel=cancel,
+                             max_tokens=max_tokens_of(body))  # fmt: skip
     except asyncio.CancelledError:
         rec.cancelled = True
     finally:
@@ -157,12 +166,18 @@ async def send_turn(
     return turn
 
 
+_MIN_RATE_SPAN_NS = 1_000_000  # a rate over less than 1 ms of arrivals says nothing
+
+
 def live_stats(rec: RequestRecord, now_ns: int) -> dict[str, float | None]:
-    """TTFT so far and running decode tokens/s = (tokens so far - 1) / (now - t_1)."""
+    """TTFT so far and running decode tokens/s = (tokens so far - 1) / (now - t_1).
+
+    The token count is the server's usage claim only as the stream client checked it (whole, >= 0,
+    within max_tokens and the bytes streamed; ``rec.completion_tokens`` holds nothing else)."""
     ttft = (rec.event_t_ns[0] - rec.t_send_ns) / 1e6 if rec.event_t_ns else None
     n = rec.completion_tokens if rec.completion_tokens else len(rec.event_t_ns)
     tps = None
-    if len(rec.event_t_ns) >= 2 and now_ns > rec.event_t_ns[0]:
+    if len(rec.event_t_ns) >= 2 and now_ns - rec.event_t_ns[0] >= _MIN_RATE_SPAN_NS:
         tps = (n - 1) / ((now_ns - rec.event_t_ns[0]) / 1e9)
     return {"ttft_ms": ttft, "tok_s": tps, "tokens": float(n)}
 

@@ -6,19 +6,25 @@ engines, B/A), and writes JSON (docs/bench-json-schema.md), CSV and Markdown on 
 
 Exit codes: 0 every level ran to the end, 1 bad input or no request succeeded on an engine,
 2 an engine is unreachable, 3 a level stopped early because too many requests failed (the results
-are written), 130 interrupted (Ctrl-C): the levels that finished are written, marked "interrupted".
+are written), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM, 129 by SIGHUP: in those three cases
+the load process stops too and the levels that finished are written, marked "interrupted".
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 EXIT_UNREACHABLE = 2
 EXIT_STOPPED_ON_ERRORS = 3
 EXIT_INTERRUPTED = 130
+# SIGTERM (a service manager, `kill`) and SIGHUP (the terminal went away) stop the run as Ctrl-C does.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def register(sub: Any) -> None:
@@ -162,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
     from console.client.progress import BenchEvent, LevelDone, LevelProgress, RunStarted, SwapStarted
     from console.client.report import render_text, scrubbed, write_outputs
     from console.errors import UserError
+    from console.secrets import scrub
+    from console.textsafe import inert
     from console.transport.http import HTTPError
 
     cfg = build_config(args)
@@ -173,54 +181,91 @@ def run(args: argparse.Namespace) -> int:
         try:
             models = asyncio.run(check_ready(cfg.engines, model=args.model))
         except HTTPError as exc:
-            raise UserError(str(exc), exit_code=EXIT_UNREACHABLE) from None
+            raise UserError(inert(scrub(str(exc))), exit_code=EXIT_UNREACHABLE) from None
     last = [0.0]
 
     def progress(ev: BenchEvent) -> None:
         if args.quiet:
             return
         now = time.monotonic()
+        line, end = "", "\n"
         if isinstance(ev, SwapStarted):
-            print(f"swap: stopping the others, starting {ev.engine} and waiting until ready", file=sys.stderr)
+            line = f"swap: stopping the others, starting {inert(ev.engine)} and waiting until ready"
         elif isinstance(ev, RunStarted):
-            print(f"[{ev.position + 1}/{ev.of}] {ev.engine} (repeat {ev.repeat + 1})", file=sys.stderr)
+            line = f"[{ev.position + 1}/{ev.of}] {inert(ev.engine)} (repeat {ev.repeat + 1})"
         elif isinstance(ev, LevelDone):
             ttft, tput = ev.ttft_p50_ms, ev.output_tput
-            print(
-                f"    {ev.level}: {ev.completed} ok, {ev.failed} failed"
-                + (f", TTFT p50 {ttft:.1f} ms" if ttft is not None else "")
-                + (f", {tput:.0f} tok/s" if tput else ""),
-                file=sys.stderr,
-            )
-        elif isinstance(ev, LevelProgress) and sys.stderr.isatty() and now - last[0] > 0.5:
+            line = (f"    {ev.level}: {ev.completed} ok, {ev.failed} failed"
+                    + (f", TTFT p50 {ttft:.1f} ms" if ttft is not None else "")
+                    + (f", {tput:.0f} tok/s" if tput else ""))  # fmt: skip
+        elif isinstance(ev, LevelProgress) and _isatty(sys.stderr) and now - last[0] > 0.5:
             last[0] = now
-            print(f"    {ev.level}: {ev.completed}/{ev.total}", end="\r", file=sys.stderr)
+            line, end = f"    {ev.level}: {ev.completed}/{ev.total}", "\r"
+        if line:
+            _say(line, end=end)
 
+    got: list[int] = []
     try:
-        doc = run_in_subprocess(cfg, models, progress)
+        with _stop_signals(got.append):
+            doc = run_in_subprocess(cfg, models, progress)
     except BenchFailed as exc:
-        raise UserError(f"bench failed: {exc}") from None
+        raise UserError(f"bench failed: {inert(scrub(str(exc)))}") from None
     doc = scrubbed(doc)
-    print(render_text(doc), end="")
+    if got:
+        doc["interrupted_by"] = signal.Signals(got[0]).name
+    # The files first: after a hangup the terminal may be gone, and the results must not be.
     write_outputs(doc, json_path=args.json_out, csv_path=args.csv_out, md_path=args.md_out)
+    _say(render_text(doc), end="", out=sys.stdout)
     for label, path in (("JSON", args.json_out), ("CSV", args.csv_out), ("Markdown", args.md_out)):
         if path:
-            print(f"{label} written to {path}", file=sys.stderr)
+            _say(f"{label} written to {path}")
     if doc.get("interrupted"):
         done = len(doc["summary"]["levels"])
-        print(f"enginedeck: bench interrupted: {done} of {len(cfg.levels)} level(s) finished "
-              "and are in the results (marked interrupted)", file=sys.stderr)  # fmt: skip
-        return EXIT_INTERRUPTED
+        why = f" by {doc['interrupted_by']}" if got else ""
+        _say(f"enginedeck: bench interrupted{why}: {done} of {len(cfg.levels)} level(s) finished "
+             "and are in the results (marked interrupted)")  # fmt: skip
+        return 128 + got[0] if got else EXIT_INTERRUPTED
     dead = [e["name"] for e in doc["engines"]
             if not any(lv["requests"]["completed"] for run in doc["runs"] if run["engine"] == e["name"]
                        for lv in run["levels"])]  # fmt: skip
     if dead:
-        raise UserError(f"no request succeeded on {', '.join(dead)} (see the errors in the table/JSON)")
+        raise UserError(f"no request succeeded on {inert(', '.join(dead))} (see the errors in the table/JSON)")
     stopped = [(run["engine"], lv["level"]["label"], lv["requests"]["stopped_early"]) for run in doc["runs"]
                for lv in run["levels"] if lv["requests"].get("stopped_on_errors")]  # fmt: skip
     if stopped:
         engine, level, why = stopped[0]
         more = f" (and {len(stopped) - 1} more)" if len(stopped) > 1 else ""
-        print(f"enginedeck: bench: level {level} on {engine} stopped early: {why}{more}", file=sys.stderr)
+        _say(f"enginedeck: bench: level {level} on {inert(engine)} stopped early: {why}{more}")
         return EXIT_STOPPED_ON_ERRORS
     return 0
+
+
+@contextlib.contextmanager
+def _stop_signals(record: Callable[[int], object]) -> Iterator[None]:
+    """While the load runs, SIGTERM and SIGHUP raise ``BenchSignal`` (a KeyboardInterrupt), so they
+    stop the load process and keep the finished levels exactly as Ctrl-C does."""
+    from console.client.bench import BenchSignal
+
+    def handler(signum: int, frame: object) -> None:
+        record(signum)
+        raise BenchSignal(signum)
+
+    saved = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, old in saved.items():
+            signal.signal(s, old)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (OSError, ValueError):
+        return False
+
+
+def _say(text: str, *, end: str = "\n", out: Any = None) -> None:
+    """Print, unless the terminal is gone (after a hangup): the run's results are in the files."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, end=end, file=out if out is not None else sys.stderr, flush=True)
