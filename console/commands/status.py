@@ -185,8 +185,10 @@ def _rate(r: Any) -> str:
 
 
 def render_text(snap: Any) -> str:
-    from console.model import FleetSnapshot
+    from console.model import FleetSnapshot, Phase
+    from console.secrets import scrub
     from console.status_doc import gpu_owners
+    from console.textsafe import inert
 
     assert isinstance(snap, FleetSnapshot)
     lines = []
@@ -200,8 +202,14 @@ def render_text(snap: Any) -> str:
         m = e.total
         stale = f"  [stale: {e.metrics_freshness.reason}]" if e.metrics_freshness.stale else ""
         name = e.name if len(e.name) <= 34 else e.name[:33] + "…"
+        # What answered, where it says why the engine is not ready ("not an engine: /v1/models answered
+        # text/html"): outside text, so made inert.
+        why = (f"  {e.phase.value}: {inert(scrub(e.health_detail))}"
+               if e.phase is Phase.UNHEALTHY and e.health_detail else "")
         if m is None:
             lines.append(f"{name:<34} {e.phase.value:<11}{stale}")
+            if why:
+                lines.append(why)
             continue
         lines.append(
             f"{name:<34} {e.phase.value:<11} {_num(m.running):>4} {_num(m.waiting):>4} {_pct(m.kv_usage):>6} "
@@ -209,8 +217,11 @@ def render_text(snap: Any) -> str:
             f"{_rate(m.prompt_tps):>7} {_q_ms(m.ttft, 'p50'):>7} {_q_ms(m.ttft, 'p99'):>7} "
             f"{_q_ms(m.itl, 'p50'):>6}{stale}"
         )
+        if why:
+            lines.append(why)
         if m.invalid:
-            lines.append(f"  invalid data, shown as n/a: {'; '.join(f.describe() for f in m.invalid)}")
+            invalid = "; ".join(f.describe() for f in m.invalid)
+            lines.append(f"  invalid data, shown as n/a: {inert(scrub(invalid))}")
         marked = marked or m.generation_tps.at_finish or m.prompt_tps.at_finish
     if marked:
         lines.append("* over 60 s: the engine counts these tokens only when a request finishes (5 s would read 0, "
