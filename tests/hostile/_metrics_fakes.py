@@ -64,7 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         a = self.server.engine.answer(self.path)
         self.send_response(a.status)
         if a.content_type:

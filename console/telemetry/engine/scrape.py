@@ -129,8 +129,10 @@ def not_an_engine(path: str, got: Fetched, *, model_list: bool) -> str:
         return ""
     media = _media_type(got.content_type)
     body = got.body
-    if media in ("text/html", "application/xhtml+xml") or body[:512].lstrip()[:1] == b"<":
-        return f"{path} answered {media or 'an HTML page'}"
+    if media in ("text/html", "application/xhtml+xml"):
+        return f"{path} answered {media}"
+    if body[:512].lstrip()[:1] == b"<":  # markup under another (or no) Content-Type
+        return f"{path} answered an HTML page"
     if not model_list:
         return ""
     if not body.strip():
