@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -159,7 +160,7 @@ def test_invalid_counter_is_marked_and_has_no_rate(profile: str, shape: str) -> 
 
 
 # ---------------------------------------------------------------------------------- histograms
-_HIST_SHAPES = {
+_HIST_SHAPES: dict[str, tuple[Callable[[Engine], list[str]], str]] = {
     "decreasing-buckets": (lambda e: _histogram_lines(e, [("0.1", "8"), ("1.0", "5"), ("+Inf", "9")], "9"),
                            "buckets decrease with le"),
     "count-differs-from-inf": (lambda e: _histogram_lines(e, [("0.1", "2"), ("1.0", "5"), ("+Inf", "9")], "400"),

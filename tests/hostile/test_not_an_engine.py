@@ -96,7 +96,7 @@ def test_the_lifecycle_probe_says_what_answered(case: str) -> None:
     machine = PhaseMachine("e", timeouts=Timeouts(), clock=lambda: now[0])
     machine.starting(pid=1)
     machine.probe(result)
-    assert machine.phase is Phase.UNHEALTHY
+    assert machine.state.phase is Phase.UNHEALTHY
     assert machine.state.detail.startswith(said), machine.state.detail
     # A real engine that answers later is ready, as after any unhealthy spell.
     with serve(FakeEngine()) as url:
@@ -144,9 +144,9 @@ def test_the_lifecycle_probe_keeps_loading_on_503_and_refused() -> None:
         result = probe_ready(url, "/v1/models", timeout=2.0)
     assert not result.not_engine
     machine.probe(result)
-    assert machine.phase is Phase.LOADING
+    assert machine.state.phase is Phase.LOADING
     machine.probe(probe_ready(f"http://127.0.0.1:{free_port()}", "/v1/models", timeout=2.0))
-    assert machine.phase is Phase.LOADING and "refused" in machine.state.detail
+    assert machine.state.phase is Phase.LOADING and "refused" in machine.state.detail
     with serve(FakeEngine({"/v1/models": MODELS})) as url:
         machine.probe(probe_ready(url, "/v1/models", timeout=2.0))
     assert machine.phase is Phase.READY

@@ -489,8 +489,8 @@ class _Builder:
         seen_add = seen.add
         for name, labels, raw in samples:
             if labels in seen:
-                hit = cache_get(labels) or split_new(labels)
-                bad.append((hit.model, name, labels, raw, "appears twice in one payload"))
+                dup = cache_get(labels) or split_new(labels)
+                bad.append((dup.model, name, labels, raw, "appears twice in one payload"))
                 continue
             seen_add(labels)
             hit = cache_get(labels)
