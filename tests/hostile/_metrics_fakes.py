@@ -91,7 +91,8 @@ def serve(engine: FakeEngine) -> Iterator[str]:
     """``engine`` on a free port of 127.0.0.1; yields its base URL."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.engine = engine
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for it, and every test starts and stops a server or two.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
