@@ -190,13 +190,22 @@ class LoraState:
 @dataclass(frozen=True, slots=True)
 class InvalidFigure:
     """A figure the engine reported outside its physical range (a fraction above 1, a negative
-    count, a latency of centuries): shown as invalid with this reason, never as a number."""
+    count, a latency of centuries), or raw samples that cannot all be true (a NaN counter, buckets
+    that decrease with ``le``, a series given twice): shown as invalid with this reason, never as a
+    number."""
 
     field: str  # the ModelMetrics path: "kv_usage", "ttft.p99", "generation_tps.r5s", "counters.prompt_tokens"
     value: float
-    allowed: str  # the range it left: "0-1", "0-1e+07"
+    allowed: str  # the range it left: "0-1", "0-1e+07"; "" where the samples themselves are invalid
+    reason: str = ""  # what is wrong with the samples ("" for a value outside ``allowed``)
+
+    def why(self) -> str:
+        """The reason in words: what the samples got wrong, or the range the value left."""
+        return self.reason or f"outside {self.allowed}"
 
     def describe(self) -> str:
+        if self.reason:
+            return f"{self.field}: {self.reason}"
         return f"{self.field} {self.value:.6g} outside {self.allowed}"
 
 

@@ -208,6 +208,7 @@ def check(m: ModelMetrics) -> ModelMetrics:
 def merge_invalid(total: ModelMetrics, per_model: tuple[ModelMetrics, ...]) -> ModelMetrics:
     """The all-models total marked with every model's invalid figures too: a mean over models can
     hide one model's nonsense, and the engine's metrics are marked either way."""
-    seen = {(f.field, f.value) for f in total.invalid}
-    extra = tuple(f for m in per_model for f in m.invalid if (f.field, f.value) not in seen)
+    # Keyed by the text, not the value: a NaN is never equal to itself.
+    seen = {f.describe() for f in total.invalid}
+    extra = tuple(f for m in per_model for f in m.invalid if f.describe() not in seen)
     return replace(total, invalid=(*total.invalid, *extra)) if extra else total

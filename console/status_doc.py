@@ -119,7 +119,9 @@ def model_doc(m: ModelMetrics) -> dict[str, Any]:
             "external_hit_rate": _round(m.cache_tiers.external_hit_rate)},
         # Figures the engine reported outside their physical range, shown above as null. The reported
         # value is a string: it is evidence, not a figure to compute with.
-        "invalid": [{"field": f.field, "reported": f"{f.value:.6g}", "allowed": f.allowed} for f in m.invalid],
+        # ``reason`` says why in words: the range left, or what the raw samples got wrong.
+        "invalid": [{"field": f.field, "reported": f"{f.value:.6g}", "allowed": f.allowed, "reason": f.why()}
+                    for f in m.invalid],
     }
 
 

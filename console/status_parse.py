@@ -181,7 +181,11 @@ def _newer_from(d: Doc) -> dict[str, Any]:
 
 
 def _invalid_from(d: Doc) -> InvalidFigure:
-    return InvalidFigure(field=str(d["field"]), value=float(d["reported"]), allowed=str(d["allowed"]))
+    allowed = str(d["allowed"])
+    reason = str(d.get("reason") or "")  # older documents lack it: a range left
+    if reason == f"outside {allowed}":
+        reason = ""
+    return InvalidFigure(field=str(d["field"]), value=float(d["reported"]), allowed=allowed, reason=reason)
 
 
 def engine_from(d: Doc, taken_at: float) -> EngineSnapshot:

@@ -228,7 +228,7 @@ def test_status_json_nulls_and_names_invalid_figures() -> None:
         assert engine["phase"] == "ready", engine
         check_model_doc(engine["summary"])
         assert engine["summary"]["invalid"], engine["summary"]
-        assert all(set(f) == {"field", "reported", "allowed"} for f in engine["summary"]["invalid"])
+        assert all(set(f) == {"field", "reported", "allowed", "reason"} for f in engine["summary"]["invalid"])
         text = procgroup.run([sys.executable, "-m", "console", "status", "--engine", f"vllm@{url}", "--sample", "2",
                               "--gpus", "none"], capture_output=True, text=True, timeout=120, env=os.environ.copy())
         assert "invalid data, shown as n/a:" in text.stdout, text.stdout

@@ -130,7 +130,9 @@ def full_snapshot() -> FleetSnapshot:
         pd_queues=PdQueues(bootstrap=2.0, inflight=1.0, prealloc=3.0, transfer=4.0,
                            bootstrap_failures_per_s=_rates(0.125)),
         cache_tiers=CacheTiers(tokens_per_s=(("device", 5000.0), ("host", 250.0)), external_hit_rate=0.125),
-        invalid=(InvalidFigure(field="kv_usage_mean", value=1e308, allowed="0-1"),),
+        invalid=(InvalidFigure(field="kv_usage_mean", value=1e308, allowed="0-1"),
+                 InvalidFigure(field="counters.generation_tokens", value=-250.0, allowed="",
+                               reason='vllm:generation_tokens_total{model_name="qwen"} is negative (-250)')),
     )  # fmt: skip
     fresh = Freshness(SourceState.STALE, updated_at=T - 3, stale_since=T - 2, reason="timed out")
     engine = EngineSnapshot(

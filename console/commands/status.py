@@ -185,7 +185,7 @@ def _rate(r: Any) -> str:
 
 
 def render_text(snap: Any) -> str:
-    from console.model import FleetSnapshot
+    from console.model import FleetSnapshot, Phase
     from console.status_doc import gpu_owners
     from console.textout import shown
 
@@ -202,8 +202,13 @@ def render_text(snap: Any) -> str:
         stale = f"  [stale: {e.metrics_freshness.reason}]" if e.metrics_freshness.stale else ""
         name = shown(e.name)  # before the cut: a placeholder is wider than what it stands for
         name = name if len(name) <= 34 else name[:33] + "…"
+        # What answered, where it says why the engine is not ready ("not an engine: /v1/models answered
+        # text/html"): outside text, so made inert.
+        why = f"  {e.phase.value}: {shown(e.health_detail)}" if e.phase is Phase.UNHEALTHY and e.health_detail else ""
         if m is None:
             lines.append(f"{name:<34} {e.phase.value:<11}{stale}")
+            if why:
+                lines.append(why)
             continue
         lines.append(
             f"{name:<34} {e.phase.value:<11} {_num(m.running):>4} {_num(m.waiting):>4} {_pct(m.kv_usage):>6} "
@@ -211,8 +216,11 @@ def render_text(snap: Any) -> str:
             f"{_rate(m.prompt_tps):>7} {_q_ms(m.ttft, 'p50'):>7} {_q_ms(m.ttft, 'p99'):>7} "
             f"{_q_ms(m.itl, 'p50'):>6}{stale}"
         )
+        if why:
+            lines.append(why)
         if m.invalid:
-            lines.append(f"  invalid data, shown as n/a: {'; '.join(f.describe() for f in m.invalid)}")
+            invalid = "; ".join(f.describe() for f in m.invalid)
+            lines.append(f"  invalid data, shown as n/a: {shown(invalid)}")
         marked = marked or m.generation_tps.at_finish or m.prompt_tps.at_finish
     if marked:
         lines.append("* over 60 s: the engine counts these tokens only when a request finishes (5 s would read 0, "

@@ -218,6 +218,8 @@ def quick_phase(url: str, prof: EngineProfile, key: str | None = None) -> str:
     r = probe_ready(url, prof.health.ready_path, ready_key(prof, key), timeout=QUICK_PROBE_TIMEOUT)
     if r.ready:
         return Phase.READY.value
+    if r.not_engine:
+        return f"not an engine ({r.detail})"
     if r.kind == "http" and r.status in (401, 403):
         return f"answering ({r.status}: API key needed)"
     if r.kind == "refused" and "refused" not in prof.health.loading:

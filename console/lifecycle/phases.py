@@ -32,12 +32,15 @@ class ProbeResult:
     """One readiness probe of ``health.ready_path``.
 
     kind: "refused" (nothing listening), "timeout", "error" (other transport error) or "http".
+    ``not_engine``: the answer is no engine's (a login page, a redirect, 204 with no body, JSON of
+    another shape); ``detail`` says what answered.
     """
 
     kind: Literal["refused", "timeout", "error", "http"]
     status: int | None = None
     models: int = 0
     detail: str = ""
+    not_engine: bool = False
 
     @property
     def ready(self) -> bool:
@@ -196,7 +199,10 @@ class PhaseMachine:
     # ----------------------------------------------------------------- probe
     def probe(self, r: ProbeResult) -> None:
         ph = self.phase
-        if ph in (Phase.STARTING, Phase.LOADING):
+        if r.not_engine and ph in (Phase.STARTING, Phase.LOADING, Phase.READY, Phase.DEGRADED, Phase.UNHEALTHY):
+            # Something else answers on the engine's address: no engine loads that way.
+            self._set(Phase.UNHEALTHY, detail=f"not an engine: {r.detail}")
+        elif ph in (Phase.STARTING, Phase.LOADING):
             if r.ready:
                 self._set(Phase.READY, detail=_models_listed(r.models))
             elif r.kind == "refused":

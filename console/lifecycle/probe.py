@@ -11,7 +11,15 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from console.lifecycle.phases import ProbeResult
-from console.telemetry.engine.scrape import MAX_JSON_BYTES, Failure, Fetched, error_message, fetch, model_ids
+from console.telemetry.engine.scrape import (
+    MAX_JSON_BYTES,
+    Failure,
+    Fetched,
+    error_message,
+    fetch,
+    model_ids,
+    not_an_engine,
+)
 from console.transport.http import HTTPClient
 
 if TYPE_CHECKING:
@@ -27,8 +35,8 @@ def ready_key(profile: EngineProfile, key: str | None) -> str | None:
     return key if key and profile.path_needs_key(profile.health.ready_path) else None
 
 
-def classify(got: Fetched) -> ProbeResult:
-    """One exchange as the phase machine reads it."""
+def classify(got: Fetched, path: str = "the ready path") -> ProbeResult:
+    """One exchange of the ready ``path`` as the phase machine reads it."""
     if got.status is None:
         if got.failure is Failure.REFUSED:
             return ProbeResult("refused")
@@ -37,8 +45,12 @@ def classify(got: Fetched) -> ProbeResult:
         if got.failure is Failure.NO_ANSWER:
             return ProbeResult("timeout", detail="no answer within the probe timeout")
         return ProbeResult("error", detail=got.error[:120])
+    models = len(model_ids(got.body)) if got.ok else 0
+    stranger = "" if models else not_an_engine(path, got, model_list=True)
+    if stranger:  # a login page, a redirect, an empty 204: something else answers, not a loading engine
+        return ProbeResult("http", got.status, detail=stranger, not_engine=True)
     if got.status == 200:
-        return ProbeResult("http", 200, len(model_ids(got.body)) if got.ok else 0, detail=got.error[:120])
+        return ProbeResult("http", 200, models, detail=got.error[:120])
     return ProbeResult("http", got.status, detail=got.error[:120] or error_message(got.body))
 
 
@@ -63,7 +75,7 @@ class ReadyProbe:
             return ProbeResult("error", detail=self._bad_url)
         got = self._loop.run_until_complete(
             fetch(self._client, self.ready_path, self._auth, max_bytes=MAX_JSON_BYTES, timeout=self.timeout))
-        return classify(got)
+        return classify(got, self.ready_path)
 
     def close(self) -> None:
         if self._client is not None:

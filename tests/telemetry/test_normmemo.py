@@ -109,9 +109,10 @@ def test_a_large_payload_rebuilds_only_the_series_whose_values_moved() -> None:
     series = sum(len(s) for m in first.models.values() for s in m.histograms.values())
     assert series >= 20 and memo.planned == len(first.models["m"].histograms)
     built = memo.rebuilt
-    # One bucket line of one histogram series moves: that series alone is rebuilt.
+    # One line of one histogram series moves (its _sum: a bucket alone cannot move without making the
+    # series invalid): that series alone is rebuilt.
     target = next(i for i, line in enumerate(lines)
-                  if line.startswith("vllm:e2e_request_latency_seconds_bucket") and 'engine="2"' in line)
+                  if line.startswith("vllm:e2e_request_latency_seconds_sum") and 'engine="2"' in line)
     lines[target] = f"{lines[target].rpartition(' ')[0]} 12345.0"
     second = normalize(prof, "\n".join(lines), full=False, parser=parser, memo=memo)
     assert memo.rebuilt == built + 1 and memo.planned == len(first.models["m"].histograms)

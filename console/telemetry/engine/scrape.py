@@ -10,6 +10,7 @@ fetches through ``fetch`` too and reads bodies with ``error_message`` and ``mode
 from __future__ import annotations
 
 import json
+import re
 import socket
 import ssl
 import time
@@ -19,7 +20,7 @@ from typing import Any
 
 from console.config import EngineInstance
 from console.model import EngineIdentity, Phase
-from console.secrets import scrub
+from console.secrets import mask_url, scrub
 from console.transport.bodies import ACCEPT_ENCODING, BodyError, BoundedBody, decode_body, release_refused, size_text
 from console.transport.http import ClosedEarly, ConnectFailed, HTTPClient, HTTPError, NoAnswer, Response
 
@@ -98,6 +99,53 @@ def _message(body: bytes) -> str:
         if isinstance(msg, str):
             return msg[:120]
     return ""
+
+
+NOT_AN_ENGINE = "not an engine"
+# A Content-Type's media type (``text/html; charset=utf-8`` -> ``text/html``); anything else a server
+# puts there is not repeated.
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,40}/[A-Za-z0-9!#$&^_.+-]{1,60}")
+
+
+def _media_type(content_type: str) -> str:
+    m = _MEDIA_TYPE.match(content_type.strip())
+    return m.group(0).lower() if m else ""
+
+
+def not_an_engine(path: str, got: Fetched, *, model_list: bool) -> str:
+    """What answered ``path`` when no inference engine answers that way (``''`` when one could):
+    a redirect (a login page's), an HTML page, and where a model list is expected (``model_list``:
+    the ready path), a 2xx with no body, a body that is not JSON, or JSON of another shape. Every
+    engine answers its health and ready paths with an empty body or JSON, and refuses the
+    connection or answers 503 while it loads (engines/*.toml ``loading``), so none of these is
+    loading. The answer is described by its status and media type, never by its text."""
+    status = got.status
+    if status is None or got.error:
+        return ""
+    if 300 <= status < 400:
+        where = mask_url(got.location.strip())[:120] if got.location.strip() else "no Location"
+        return f"{path} redirected ({status}) to {where}"
+    if not 200 <= status < 300:
+        return ""
+    media = _media_type(got.content_type)
+    body = got.body
+    if media in ("text/html", "application/xhtml+xml"):
+        return f"{path} answered {media}"
+    if body[:512].lstrip()[:1] == b"<":  # markup under another (or no) Content-Type
+        return f"{path} answered an HTML page"
+    if not model_list:
+        return ""
+    if not body.strip():
+        return f"{path} answered {status} with no body"
+    data = _json(body)
+    if data is None and body.strip() != b"null":
+        return f"{path} answered {media if media and 'json' not in media else 'a body that is not JSON'}"
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return f"{path} answered JSON that is not a model list"
+    if items and not model_ids(body):
+        return f"{path} answered a model list without model ids"
+    return ""  # an empty model list: an engine with nothing loaded yet
 
 
 def _describe(exc: HTTPError, timeout: float) -> tuple[Failure, str]:
@@ -250,12 +298,18 @@ class EngineProbe:
             if "503" in h.loading and not self.ever_ready:
                 return Health(Phase.LOADING, f"503 {msg}".strip(), True)
             return Health(Phase.UNHEALTHY, f"503 {msg}".strip(), True)
+        stranger = not_an_engine(h.path, resp, model_list=h.path == h.ready_path)
+        if stranger:
+            return Health(Phase.UNHEALTHY, f"{NOT_AN_ENGINE}: {stranger}", True)
         if not resp.ok:
             return Health(Phase.UNHEALTHY, resp.reason(), True)
         ready = await self.fetch(h.ready_path)
         if ready.ok and model_ids(ready.body):
             self.ever_ready = True
             return Health(Phase.READY, "", True)
+        stranger = not_an_engine(h.ready_path, ready, model_list=True)
+        if stranger:
+            return Health(Phase.UNHEALTHY, f"{NOT_AN_ENGINE}: {stranger}", True)
         if ready.status == 503:
             return Health(Phase.LOADING, ready.reason(), True)
         if ready.status in (401, 403):

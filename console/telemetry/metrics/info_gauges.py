@@ -15,6 +15,7 @@ class _Acc(Protocol):
     gauges: dict[str, float]
     counters: dict[str, Any]
     histograms: dict[str, Any]
+    invalid: dict[str, Any]
 
 
 def adopt_unlabelled(models: MutableMapping[str, Any], canonicals: list[str]) -> None:
@@ -29,6 +30,8 @@ def adopt_unlabelled(models: MutableMapping[str, Any], canonicals: list[str]) ->
     for acc in models.values():
         for canonical, value in orphan.gauges.items():
             acc.gauges.setdefault(canonical, value)
+        for canonical, figure in orphan.invalid.items():
+            acc.invalid.setdefault(canonical, figure)
 
 
 def adopt_engine_counters(models: MutableMapping[str, Any]) -> None:
@@ -44,6 +47,8 @@ def adopt_engine_counters(models: MutableMapping[str, Any]) -> None:
         acc.counters.setdefault(canonical, {}).update(series)
     for canonical, series in orphan.created.items():
         acc.created.setdefault(canonical, {}).update(series)
+    for canonical, figure in orphan.invalid.items():
+        acc.invalid.setdefault(canonical, figure)
 
 
 def label_items(text: str) -> list[str]:

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from operator import lt
 from typing import TYPE_CHECKING
 
 from console import gc_control
+from console.model import InvalidFigure
 from console.profiles import EngineProfile, MetricMapping
 from console.telemetry.metrics.info_gauges import adopt_engine_counters, adopt_unlabelled, from_label
 from console.telemetry.metrics.normmemo import HistAcc, LabelSplit, NormalizeMemo, PartKey, Picks
@@ -310,23 +312,44 @@ def _hist_size(h: HistAcc) -> float:
     return total if total is not None else max(h.buckets.values(), default=0.0)
 
 
+def _invalid_hist(problem: str, value: float) -> HistogramSeries:
+    return HistogramSeries((), (), None, None, problem, value)
+
+
 def _hist_build(h: HistAcc, scale: float) -> HistogramSeries:
+    """A series' ``HistogramSeries``; one carrying a ``problem`` when its samples cannot all be true
+    (then no quantile, mean or count may be made of them)."""
+    if h.problem:
+        return _invalid_hist(h.problem, h.problem_value)
     buckets: dict[float, float] = h.buckets
     count = _hist_total(h)
     if not buckets:  # count and sum only (an excerpt, TGI's token counts): nothing to sort
+        if count is not None and count < 0:
+            return _invalid_hist(f"_count is negative ({count:g})", count)
         s = None if h.sum is None else h.sum * scale
         return HistogramSeries((), (), s if s is None or math.isfinite(s) else None, count)
-    if buckets and count is not None and math.inf not in buckets:
+    inf_count = buckets.get(math.inf)
+    if inf_count is None:
+        # The format requires a +Inf bucket. A documentation excerpt that lost that line still has a
+        # consistent total in its _count (at least its top bucket); without one, or below it, no
+        # quantile or count can be read.
+        top = buckets[max(buckets)]
+        if count is None:
+            return _invalid_hist("no +Inf bucket and no _count (the total is unknown)", math.nan)
+        if count < top:
+            return _invalid_hist(f"no +Inf bucket, and _count {count:g} is below the top bucket {top:g}", count)
         buckets = {**buckets, math.inf: count}
+    elif h.count is not None and h.count != inf_count:
+        return _invalid_hist(f"_count {h.count:g} differs from the +Inf bucket {inf_count:g}", h.count)
     bounds = tuple(sorted(buckets))
-    counts: list[float] = []
-    running = 0.0
-    for b in bounds:
-        # Cumulative counts never decrease; a torn scrape is clamped rather than trusted.
-        c = buckets[b]
-        if c > running:
-            running = c
-        counts.append(running)
+    counts = [buckets[b] for b in bounds]
+    if counts[0] < 0:
+        return _invalid_hist(f"bucket le={bounds[0]:g} is negative ({counts[0]:g})", counts[0])
+    # Cumulative counts never decrease with le: where they do, no quantile can be read from them.
+    if any(map(lt, counts[1:], counts)):  # in C: the series is rebuilt whenever a value moved
+        i = next(i for i in range(1, len(counts)) if counts[i] < counts[i - 1])
+        return _invalid_hist(f"buckets decrease with le: le={bounds[i - 1]:g} holds {counts[i - 1]:g}, "
+                             f"le={bounds[i]:g} holds {counts[i]:g}", counts[i])
     scaled = tuple(b * scale for b in bounds) if scale != 1.0 else bounds
     s = None if h.sum is None else h.sum * scale
     if s is not None and not math.isfinite(s):
@@ -335,7 +358,7 @@ def _hist_build(h: HistAcc, scale: float) -> HistogramSeries:
 
 
 class _ModelAcc:
-    __slots__ = ("counters", "created", "gauges", "histograms", "kv_mean", "replicas")
+    __slots__ = ("counters", "created", "gauges", "histograms", "invalid", "kv_mean", "replicas")
 
     def __init__(self) -> None:
         self.gauges: dict[str, float] = {}
@@ -344,6 +367,28 @@ class _ModelAcc:
         self.created: dict[str, dict[SeriesKey, float]] = {}
         self.histograms: dict[str, dict[SeriesKey, HistogramSeries]] = {}
         self.replicas: set[SeriesKey] = set()
+        self.invalid: dict[str, InvalidFigure] = {}  # canonical -> why its samples are invalid
+
+    def mark(self, canonical: str, field: str, value: float, reason: str) -> None:
+        """The first reason a metric's samples are invalid; the metric is left out at ``build``."""
+        if canonical not in self.invalid:
+            self.invalid[canonical] = InvalidFigure(field, value, "", reason)
+
+
+def _series_text(name: str, labels: SeriesKey) -> str:
+    """A sample's name and labels as written, cut short (for a reason shown to a person)."""
+    if not labels:
+        return name
+    shown = ",".join(f'{k}="{v}"' for k, v in labels)
+    return f"{name}{{{shown if len(shown) <= 120 else shown[:117] + '...'}}}"
+
+
+def _counter_problem(value: float) -> str:
+    if value != value:
+        return "is NaN"
+    if value in (math.inf, -math.inf):
+        return "is +Inf" if value > 0 else "is -Inf"
+    return f"is negative ({value:g})"
 
 
 # Label splitting per profile layout, kept across scrapes (the same label sets recur every scrape):
@@ -436,7 +481,18 @@ class _Builder:
         last_model: str | None = None
         replicas: set[SeriesKey] = set()
         series: dict[SeriesKey, float] = {}
+        is_gauge = mapping.kind == "gauge"
+        # Samples that cannot be a reading: (model, name, labels, value, why); the metric is then
+        # invalid for that model, whichever shard or replica sent them.
+        bad: list[tuple[str, str, SeriesKey, float, str]] = []
+        seen: set[SeriesKey] = set()  # label sets read: one given twice is a duplicate series
+        seen_add = seen.add
         for name, labels, raw in samples:
+            if labels in seen:
+                dup = cache_get(labels) or split_new(labels)
+                bad.append((dup.model, name, labels, raw, "appears twice in one payload"))
+                continue
+            seen_add(labels)
             hit = cache_get(labels)
             if hit is None:
                 hit = split_new(labels)
@@ -461,12 +517,18 @@ class _Builder:
             replicas.add(replica)
             if match and not _match(labels, match):
                 continue  # the metric exists for this model; this series is filtered out
-            # +Inf/-Inf/NaN carry no usable number for a gauge or counter: the series is left out.
+            # +Inf/-Inf/NaN carry no usable number: a gauge's series is left out (engines export NaN
+            # for a gauge with nothing to average yet); a counter's is invalid, as is a negative one.
             value = raw * scale
-            if not isfinite(value):
+            if not isfinite(value) or (value < 0 and not is_gauge):
+                if not is_gauge:
+                    bad.append((model, name, labels, raw, _counter_problem(value)))
                 continue
             prev = series.get(key)
             series[key] = value if prev is None or value > prev else prev
+        field = canonical if is_gauge else f"counters.{canonical}"
+        for model, name, labels, raw, why in bad:
+            self._model(model).mark(canonical, field, raw, f"{_series_text(name, labels)} {why}")
         for model, ser in per_model.items():
             acc = self.models[model]
             if mapping.kind == "gauge":
@@ -513,9 +575,23 @@ class _Builder:
         for model, reps in replicas.items():
             self._model(model).replicas.update(reps)
         for model, series in out.items():
-            self.models[model].histograms[canonical] = series
+            acc = self.models[model]
+            for h in series.values():
+                if h.problem:
+                    acc.mark(canonical, canonical, h.problem_value, h.problem)
+                    break
+            acc.histograms[canonical] = series
 
     def build(self) -> dict[str, ModelReading]:
+        for acc in self.models.values():
+            for canonical in acc.invalid:
+                # An invalid metric is n/a for its model: no number made of the samples that remain.
+                acc.gauges.pop(canonical, None)
+                acc.counters.pop(canonical, None)
+                acc.created.pop(canonical, None)
+                acc.histograms.pop(canonical, None)
+                if canonical == "kv_usage":
+                    acc.kv_mean = None
         return {
             name: ModelReading(
                 model=name,
@@ -525,6 +601,7 @@ class _Builder:
                 counters=acc.counters,
                 histograms=acc.histograms,
                 created=acc.created,
+                invalid=acc.invalid,
             )
             for name, acc in self.models.items()
         }

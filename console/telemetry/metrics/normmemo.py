@@ -94,12 +94,14 @@ Split = Callable[[SeriesKey], LabelSplit]
 class HistAcc:
     """One histogram series being read: bucket bound -> cumulative count, the sum, the count."""
 
-    __slots__ = ("buckets", "count", "sum")
+    __slots__ = ("buckets", "count", "problem", "problem_value", "sum")
 
     def __init__(self) -> None:
         self.buckets: dict[float, float] = {}
         self.sum: float | None = None
         self.count: float | None = None
+        self.problem = ""  # why the samples cannot be read as a histogram ("" when they can)
+        self.problem_value = math.nan
 
 
 class Picks(NamedTuple):
@@ -114,7 +116,7 @@ class Picks(NamedTuple):
 class HistogramPlan:
     """Which series (model, key, shard) each sample of one histogram mapping feeds, and how."""
 
-    __slots__ = ("ident_of", "members", "replicas", "role_of", "shards")
+    __slots__ = ("bad", "ident_of", "members", "replicas", "role_of", "shards")
 
     def __init__(self, samples: list[Sample], split: Split, keep: Callable[[SeriesKey], bool] | None) -> None:
         n = len(samples)
@@ -122,8 +124,11 @@ class HistogramPlan:
         self.role_of: list[_Role] = [None] * n
         self.members: dict[_Ident, list[int]] = {}  # in sample order: the last finite value wins
         self.replicas: dict[str, set[SeriesKey]] = {}  # model -> replica keys (also of filtered series)
+        # Series whose layout is invalid whatever the values: a bucket whose ``le`` is not a number,
+        # a sample given twice (same name and labels). Found once per layout, like the rest.
+        self.bad: dict[_Ident, tuple[str, float]] = {}
         shards: dict[tuple[str, SeriesKey], list[_Ident]] = {}
-        for i, (name, labels, _value) in enumerate(samples):
+        for i, (name, labels, value) in enumerate(samples):
             hit = split(labels)
             reps = self.replicas.get(hit.model)
             if reps is None:
@@ -142,23 +147,54 @@ class HistogramPlan:
                 bound = hit.le
                 if bound is not None and bound == bound and bound != -_INF:  # not NaN, not -Inf
                     self.role_of[i] = bound
+                elif ident not in self.bad:
+                    le = dict(labels).get("le")
+                    self.bad[ident] = (f"{name} has le={le!r}, not a bucket bound" if le is not None
+                                       else f"{name} has no le label", value)
             elif name[-4:] == "_sum":
                 self.role_of[i] = _SUM
             elif name[-6:] == "_count":
                 self.role_of[i] = _COUNT
+        role_of = self.role_of
+        for ident, members in self.members.items():
+            if len(members) > 1 and ident not in self.bad and len({role_of[i] for i in members}) < len(members):
+                self._duplicate(ident, members, samples)
         # (model, key) -> its shards' series, where there is more than one shard (TP/PP ranks).
         self.shards = shards
+
+    def _duplicate(self, ident: _Ident, members: list[int], samples: list[Sample]) -> None:
+        """Mark a series that has a sample twice (the same name and labels): which one to keep is
+        not known, so neither is kept."""
+        seen: set[_Role] = set()
+        for i in members:
+            role = self.role_of[i]
+            if role in seen:
+                name, labels, value = samples[i]
+                shown = ",".join(f'{k}="{v}"' for k, v in labels)
+                self.bad[ident] = (f"{name}{{{shown[:120]}}} appears twice in one payload", value)
+                return
+            seen.add(role)
 
     def fill(self, ident: _Ident, samples: list[Sample]) -> HistAcc:
         """One series' buckets, sum and count from ``samples``."""
         h = HistAcc()
+        if self.bad:
+            bad = self.bad.get(ident)
+            if bad is not None:
+                h.problem, h.problem_value = bad
+                return h
         buckets = h.buckets
         role_of = self.role_of
         for i in self.members[ident]:
             value = samples[i][2]
-            if not -_INF < value < _INF:  # NaN or an infinity: no usable count or sum
-                continue
             role = role_of[i]
+            if not -_INF < value < _INF:  # NaN or an infinity: no usable count or sum
+                if role is not _SUM and not h.problem:  # a bucket or the count: no histogram
+                    name = samples[i][0]
+                    h.problem = (f"{name} is {_nonfinite(value)}" if role is _COUNT
+                                 else f"{name} le={role:g} is {_nonfinite(value)}")
+                    h.problem_value = value
+                continue
             if role is _SUM:
                 h.sum = value
             elif role is _COUNT:
@@ -235,7 +271,7 @@ class NormalizeMemo:
             accs = {ident: plan.fill(ident, samples) for ident in plan.members}
             out: dict[str, dict[SeriesKey, HistogramSeries]] = {m: {} for m in plan.replicas}
             for (model, skey), idents in plan.shards.items():
-                out[model][skey] = build(_largest(idents, accs, size))
+                out[model][skey] = _build_largest(idents, accs, size, build)
             self.rebuilt += len(plan.shards)
             self._entries[key] = _Entry(plan, samples, accs, out)
             return out, plan.replicas
@@ -255,7 +291,7 @@ class NormalizeMemo:
             accs[ident] = plan.fill(ident, samples)
         out = {m: dict(series) for m, series in entry.out.items()}  # the previous reading keeps its own
         for model, skey in {(i[0], i[1]) for i in touched}:
-            out[model][skey] = build(_largest(plan.shards[(model, skey)], accs, size))
+            out[model][skey] = _build_largest(plan.shards[(model, skey)], accs, size, build)
         self.rebuilt += len(touched)
         entry.out = out
         return out, plan.replicas
@@ -274,11 +310,26 @@ def _changed(before: list[Sample], now: list[Sample]) -> list[int] | None:
     return changed
 
 
-def _largest(idents: list[_Ident], accs: dict[_Ident, HistAcc], size: Callable[[HistAcc], float]) -> HistAcc:
-    """The accumulator of the shard with the largest count (the first of equals, in sample order)."""
+def _build_largest(idents: list[_Ident], accs: dict[_Ident, HistAcc], size: Callable[[HistAcc], float],
+                   build: Callable[[HistAcc], HistogramSeries]) -> HistogramSeries:
+    """The series of the shard with the largest count (the first of equals, in sample order); an
+    invalid shard's, whatever its count: the shards report one logical value, and one that cannot
+    be true makes it unknown."""
     best = accs[idents[0]]
+    if len(idents) == 1:
+        return build(best)
+    built = build(best)
+    if built.problem:
+        return built
     for ident in idents[1:]:
         h = accs[ident]
+        series = build(h)
+        if series.problem:
+            return series
         if size(h) > size(best):
-            best = h
-    return best
+            best, built = h, series
+    return built
+
+
+def _nonfinite(value: float) -> str:
+    return "NaN" if value != value else ("+Inf" if value > 0 else "-Inf")

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from console.model import RawSeries
+from console.model import InvalidFigure, RawSeries
 from console.telemetry.metrics.promtext import ParseResult
 
 __all__ = ["HistogramSeries", "ModelReading", "PayloadFormat", "Reading", "Resolution", "SeriesKey", "finite_sum"]
@@ -41,6 +41,11 @@ class HistogramSeries:
     counts: tuple[float, ...]
     sum: float | None
     count: float | None
+    # Why the samples cannot all be true (buckets that decrease with ``le``, a ``_count`` other than
+    # the +Inf bucket, a NaN ...) and the value that shows it; "" for a valid series. normalize keeps
+    # no invalid series in a reading: its model's histogram is marked invalid instead.
+    problem: str = ""
+    problem_value: float = math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,10 @@ class ModelReading:
     # canonical counter -> series key -> when the series was born (its ``_created``, unix seconds),
     # where the engine exports one.
     created: dict[str, dict[SeriesKey, float]] = field(default_factory=dict)
+    # canonical -> why its samples in this payload are invalid (a NaN or negative counter, a
+    # histogram whose buckets cannot all be true, a series given twice). Such a metric is left out of
+    # ``gauges``, ``counters`` and ``histograms`` (n/a, never a number made of the rest).
+    invalid: dict[str, InvalidFigure] = field(default_factory=dict)
 
     def counter_total(self, canonical: str) -> float | None:
         """Sum over series of a counter; None when the payload lacked it for this model (or the

@@ -456,10 +456,14 @@ class EngineMetricsState:
         assert latest is not None
         readings = [latest.models[m] for m in models if m in latest.models]
         spec_map = self.profile.metrics.map
+        # Metrics whose samples in the latest payload cannot all be true, for any of these models:
+        # n/a here, with the reason in ``invalid``, rather than a window over what remains.
+        invalid = [f for r in readings for f in r.invalid.values()]
+        poisoned = {c for r in readings for c in r.invalid} if invalid else set()
 
         def gauge(canonical: str, combine: str) -> float | None:
             vals = [r.gauges[canonical] for r in readings if canonical in r.gauges]
-            if not vals:
+            if not vals or canonical in poisoned:
                 return None
             if combine == "max":
                 return _fin(max(vals))
@@ -474,20 +478,27 @@ class EngineMetricsState:
             cur = self._frames[-1].counters
             for canonical in {c for m in models for c in cur.get(m, {})}:
                 total = finite_sum(v for m in models for v in cur.get(m, {}).get(canonical, {}).values())
-                if total is not None:
+                if total is not None and canonical not in poisoned:
                     counters[canonical] = total
         hit, hit_window = self._hit_rate(models, gauge("prefix_hit_rate_gauge", "mean"))
+        hit_spec = self.profile.metrics.prefix_hit_rate
+        if poisoned and hit_spec is not None and hit_window == "60s" and \
+                poisoned.intersection(hit_spec.numerator, hit_spec.denominator):
+            hit = None
 
         def rates(canonical: str) -> Rates:
-            return self._rates(models, canonical) if canonical in spec_map else Rates()
+            return self._rates(models, canonical) if canonical in spec_map and canonical not in poisoned else Rates()
 
         def quant(canonical: str) -> Quantiles:
-            return self._quantiles(models, canonical) if canonical in spec_map else Quantiles()
+            return self._quantiles(models, canonical) if canonical in spec_map and canonical not in poisoned \
+                else Quantiles()
 
         base = self._base_index(HIT_RATE_WINDOW)
 
         def increase(canonical: str) -> float | None:
-            return None if base is None else self._counter_increase(base, models, (canonical,))
+            if base is None or canonical in poisoned:
+                return None
+            return self._counter_increase(base, models, (canonical,))
 
         window = None if base is None else self._frames[-1].t - self._frames[base].t
 
@@ -536,8 +547,10 @@ class EngineMetricsState:
             tpot=quant("tpot"),
             e2e=quant("e2e"),
             queue_time=quant("queue_time"),
-            ttft_cumulative=self._cumulative(models, "ttft") if "ttft" in spec_map else ((), ()),
+            ttft_cumulative=self._cumulative(models, "ttft") if "ttft" in spec_map and "ttft" not in poisoned
+            else ((), ()),
             counters=counters,
+            invalid=tuple(invalid),
         ))
 
     def metrics(self) -> tuple[tuple[ModelMetrics, ...], ModelMetrics]:
