@@ -143,11 +143,20 @@ def _column(col: list[float | bool | None]) -> list[Any]:
 
 
 def _values(col: list[Any]) -> list[Any]:
+    """A series' values from ``_column``'s form. Raises ValueError or TypeError for a column no writer
+    makes (a crafted frame): a scale beyond 10**6, differences that are not integers, raw values
+    that are not numbers, null or false."""
     d = col[0]
     if d is None:
-        return col[1:]
-    scale = 10 ** int(d)
-    return [n / scale for n in itertools.accumulate(col[1:])]
+        values = col[1:]
+        if not all(v is None or v is False or type(v) in (int, float) for v in values):
+            raise ValueError("a rows column with a value that is no number")
+        return values
+    if type(d) is not int or not 0 <= d <= 6:
+        raise ValueError(f"a rows column of scale {d!r}")
+    scale = 10**d
+    # Packed: a difference that is no integer (a list would be concatenated, not added) is refused.
+    return [n / scale for n in itertools.accumulate(array("q", col[1:]))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +180,9 @@ class RowsFrame:
             # Only a column of raw values (d null) can hold a false.
             whole = not any(v is False for c in cols if c[0] is None for v in c)
             cols = [_values(c) for c in cols]
-        except (orjson.JSONDecodeError, TypeError, ValueError, IndexError) as exc:
+            if taken is not None:
+                taken = [None if t is None else float(t) for t in taken]
+        except (orjson.JSONDecodeError, TypeError, ValueError, IndexError, OverflowError) as exc:
             raise ValueError(f"not a rows payload: {exc}") from None
         if taken is None:
             taken = times
