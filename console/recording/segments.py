@@ -12,6 +12,7 @@ to be created is refused (``PlantedLink``), never written through.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import io
 import os
@@ -206,12 +207,16 @@ class Segment:
         # Frames the index lists from the scan's start on that the scan did not find are lost; the
         # index tells their times and counts, whatever is left of their headers.
         found = Counter(_key(i) for i in scanned)  # a multiset: the dictionary's two copies are alike
+        starts = [i.offset for i in scanned]
         lost: dict[int, FrameInfo] = {}
         for i, _e in entries[n:]:
             if found[_key(i)] > 0:
                 found[_key(i)] -= 1
-            else:
-                lost[i.offset] = i
+                continue
+            k = bisect.bisect_right(starts, i.offset) - 1
+            if k >= 0 and i.offset < starts[k] + scanned[k].length:
+                continue  # a frame that reads lies there: the entry is stale or foreign, not a loss
+            lost[i.offset] = i
         spans = list(lost.values())
         damaged = [i.offset for i in spans]
         for d in damage:

@@ -134,7 +134,7 @@ class LoggingProxy:
                     status, data = proxy.errors[parts.path]
                     ctype = "text/plain"
                 else:
-                    conn = http.client.HTTPConnection(up.hostname, up.port, timeout=10)
+                    conn = http.client.HTTPConnection(up.hostname or "127.0.0.1", up.port, timeout=10)
                     try:
                         conn.request(self.command, self.path, body=body,
                                      headers={"Content-Type": self.headers.get("Content-Type", "application/json")})
