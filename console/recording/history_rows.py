@@ -149,14 +149,14 @@ def _values(col: list[Any]) -> list[Any]:
     d = col[0]
     if d is None:
         values = col[1:]
-        if not all(v is None or v is False or type(v) in (int, float) for v in values):
-            raise ValueError("a rows column with a value that is no number")
+        array("d", [0.0 if v is None else v for v in values])  # TypeError for a string, list or object
         return values
     if type(d) is not int or not 0 <= d <= 6:
         raise ValueError(f"a rows column of scale {d!r}")
     scale = 10**d
-    # Packed: a difference that is no integer (a list would be concatenated, not added) is refused.
-    return [n / scale for n in itertools.accumulate(array("q", col[1:]))]
+    # Each sum is divided as it is made: a difference that is no number fails at once (lists or
+    # strings are never concatenated along the column).
+    return [n / scale for n in itertools.accumulate(col[1:])]
 
 
 @dataclass(frozen=True, slots=True)
