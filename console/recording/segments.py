@@ -127,7 +127,7 @@ def _verified(fd: int, entries: list[tuple[FrameInfo, bytes]], size: int) -> int
     and only when one is off is every entry checked, to find the first. A CRC is not checked here
     (that reads the whole file): a frame that fails it is skipped, and counted, when it is read."""
     sample = [*range(_SAMPLE_EVERY - 1, len(entries), _SAMPLE_EVERY), len(entries) - 1]
-    if all(_points_at_its_frame(fd, *entries[k], size) for k in sample):
+    if all(_points_at_its_frame(fd, entries[k][0], entries[k][1], size) for k in sample):
         return len(entries)
     for n, (info, e) in enumerate(entries):
         if not _points_at_its_frame(fd, info, e, size):
