@@ -59,10 +59,14 @@ def output(dest: str | Path, *, binary: Literal[True, False] = False, mode: int 
     with contextlib.suppress(OSError):
         mode = stat.S_IMODE(os.stat(path).st_mode)  # an existing file keeps its permissions
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    # The temporary name is guessable (pid): in a shared folder a link planted there must not have
+    # its target truncated. A leftover is removed; the file is created new, never through a link.
+    with contextlib.suppress(OSError):
+        tmp.unlink()
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
     except OSError as exc:
-        raise UserError(f"cannot write {dest}: {exc.strerror}") from None
+        raise UserError(f"cannot write {dest}: {tmp.name}: {exc.strerror}") from None
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="") as f:

@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from console.config import load_config, selected_instances
     from console.errors import UserError
     from console.recording import default_recording_dir
+    from console.recording.opening import cleanup_on_signals
+    from console.secrets import scrub
+    from console.textsafe import inert
 
     last = parse_duration(args.last)
     if args.log_lines < 0:
@@ -96,16 +99,19 @@ def run(args: argparse.Namespace) -> int:
                                        else default_recording_dir(cfg.console.recording_dir)).expanduser(),
                         log_lines=args.log_lines)  # fmt: skip
     try:
-        result = make_bundle(req)
+        # SIGTERM or SIGHUP unwind as ctrl+c does: the window's cut and the archive's partial file are
+        # temporary, and go with the process.
+        with cleanup_on_signals():
+            result = make_bundle(req)
     except OSError as exc:
-        print(f"enginedeck: cannot write {dest}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"enginedeck: cannot write {inert(str(dest))}: {inert(str(exc.strerror or exc))}", file=sys.stderr)
         return EXIT_CONFIG
     rec = result.manifest.get("recording", {})
     if str(result.path) != "-":  # on standard output the archive is the output
-        print(f"{result.path}")
+        print(f"{inert(str(result.path))}")
     print(f"  {result.bytes / 1024:.0f} KiB, {len(result.manifest.get('files', []))} files, "
           f"{result.manifest['redaction']['masked']} secrets masked, {result.seconds:.1f} s; "
-          f"{rec.get('note')}", file=sys.stderr)  # fmt: skip
+          f"{inert(scrub(str(rec.get('note'))))}", file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -2,6 +2,11 @@
 
 OpenMetrics output is what ``promtool tsdb create-blocks-from openmetrics FILE DIR`` loads into
 Prometheus blocks; CSV has one row a sample (time, metric, engine, profile, model, gpu, value).
+
+Exit codes: 0 written; 1 bad arguments, or nothing readable to export; 3 written, but the recording
+is damaged inside (what reads back is in the output, and stderr names each loss: a damaged frame or
+dictionary, documents that are not status documents). A torn end, what a kill leaves, is named
+too, with exit 0. SIGTERM, SIGHUP and SIGINT remove the temporary files on the way out.
 """
 
 from __future__ import annotations
@@ -28,35 +33,42 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+EXIT_DAMAGED = 3
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from console import outfile
     from console.errors import UserError
     from console.recording import RecordingError
-    from console.recording.export import write_csv, write_openmetrics
-    from console.recording.opening import open_any, window
-
-    try:
-        lo, hi = window(args.start, args.end)
-        rec = open_any(Path(args.path))
-        write = write_openmetrics if args.format == "openmetrics" else write_csv
-        if args.output and not outfile.is_stdout(args.output):
-            out = Path(args.output)
-            try:
-                with outfile.output(out) as f:
-                    n = write(rec.documents(lo, hi), f)
-            except OSError as exc:
-                raise UserError(f"cannot write {out}: {exc.strerror}") from None
-            print(f"{n} samples -> {out}", file=sys.stderr)
-        else:
-            write(rec.documents(lo, hi), sys.stdout)
-    except RecordingError as exc:
-        raise UserError(str(exc)) from None
+    from console.recording.export import Skipped, write_csv, write_openmetrics
+    from console.recording.opening import cleanup_on_signals, open_any, window
     from console.textout import shown
+    from console.textsafe import inert
 
-    for note in rec.damage_notes():  # a note can quote the recording, which is anyone's file
+    skipped = Skipped()
+    with cleanup_on_signals():
+        try:
+            lo, hi = window(args.start, args.end)
+            rec = open_any(Path(args.path))
+            write = write_openmetrics if args.format == "openmetrics" else write_csv
+            if args.output and not outfile.is_stdout(args.output):
+                out = Path(args.output)
+                try:
+                    with outfile.output(out) as f:
+                        n = write(rec.documents(lo, hi), f, skipped)
+                except OSError as exc:
+                    raise UserError(f"cannot write {out}: {exc.strerror}") from None
+                print(f"{n} samples -> {inert(str(out))}", file=sys.stderr)
+            else:
+                write(rec.documents(lo, hi), sys.stdout, skipped)
+        except RecordingError as exc:
+            raise UserError(inert(str(exc))) from None
+    # What a recording says about itself (file names in a folder someone handed over) is shown inert.
+    for note in rec.damage_notes():
         print(f"enginedeck: {shown(note)}", file=sys.stderr)
-    if rec.skipped:
-        print(f"enginedeck: {rec.skipped} damaged frame(s) skipped", file=sys.stderr)
-    return 0
+    if skipped.count:
+        print(f"enginedeck: {skipped.count} document(s) that are not status documents left out "
+              f"(the first: {inert(skipped.reason)[:200]})", file=sys.stderr)
+    return EXIT_DAMAGED if rec.damaged_inside or skipped.count else 0

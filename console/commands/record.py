@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from console.recording.recorder import Recorder
     from console.secrets import Scrubber, instance_secrets
     from console.telemetry.hub import Hub
+    from console.textsafe import inert
     from console.timespec import parse_duration, parse_size
 
     cfg = with_running(load_config(args.config))  # a running demo's engines by name, as `ps` lists them
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         writer = RecordingWriter(directory, retain_s=retain, max_bytes=max_bytes, scrubber=scrubber)
     except RecordingError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(inert(str(exc))) from None
     from console.alerts.evaluate import evaluator_for
 
     # The rules the console and `status --json` evaluate: a recording replays the alerts they showed.
@@ -80,8 +81,10 @@ def run(args: argparse.Namespace) -> int:
     recorder = Recorder(hub, writer, raw_every=raw_every or None, on_stop=lambda _reason: done.set())
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: done.set())
-    names = ", ".join(i.name for i in instances)
-    print(f"recording {names} every {refresh:g} s to {directory} (keeping {args.retain or cfg.console.record_retain}, "
+    # A PROFILE@URL engine's name is its URL: credentials in it are masked here as in the recording.
+    names = inert(scrubber(", ".join(i.name for i in instances)))
+    print(f"recording {names} every {refresh:g} s to {inert(str(directory))} (keeping "
+          f"{args.retain or cfg.console.record_retain}, "
           f"at most {args.max_size or cfg.console.record_max_size}); ctrl+c or SIGTERM stops", file=sys.stderr,
           flush=True)
     recorder.start()
@@ -93,9 +96,7 @@ def run(args: argparse.Namespace) -> int:
         hub.stop()
         recorder.stop()
     if recorder.error:
-        from console.textout import shown
-
-        print(f"enginedeck: {shown(recorder.error)}", file=sys.stderr)
+        print(f"enginedeck: {inert(scrubber(recorder.error))}", file=sys.stderr)
         return 1
-    print(f"recorded {recorder.documents} snapshots to {directory}", file=sys.stderr)
+    print(f"recorded {recorder.documents} snapshots to {inert(str(directory))}", file=sys.stderr)
     return 0

@@ -5,6 +5,11 @@ Read-only (every action that would change an engine, and the playground and benc
 ``10m ago`` (counted from now while the recording reaches now, else from its end), ``19:05``, a
 date and time, or a unix time. Keys: space play/pause, ``,`` ``.`` step, ``<`` ``>`` a minute,
 ``t`` go to a time, ``+`` ``-`` speed.
+
+What the recording says about itself (its damage notes, file names) is shown inert. Exit 0; 1 for
+bad arguments or nothing to replay; 3 when the recording is damaged inside (each loss is named on
+the screen and, after it, on stderr). A bundle is unpacked within a decompression budget, and its
+temporary copy removed on SIGTERM, SIGHUP and SIGINT (``console.recording.opening``).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from console.recording import RecordingError, default_recording_dir
     from console.recording.opening import open_any
     from console.recording.replay import ReplaySource
+    from console.textsafe import inert
     from console.ui.launch import check_keys, run_replay
     from console.ui.timeline import replay_time
 
@@ -66,15 +72,16 @@ def run(args: argparse.Namespace) -> int:
                 raise UserError(str(exc)) from None
             src = ReplaySource(rec, start=start, playing=not args.paused)
     except RecordingError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(inert(str(exc))) from None
     src.set_speed(args.speed)
     first = src.latest()
     simulated = any(e.simulated for e in first.engines) or first.gpus.source == "simulated"
-    notes = rec.damage_notes()
-    run_replay(src, settings, profiles=load_profiles(), simulated=simulated, title=f"replay of {path.name}",
-               keys=config.keys, notices=notes)
-    from console.textout import shown
-
+    notes = [inert(note) for note in rec.damage_notes()]
+    run_replay(src, settings, profiles=load_profiles(), simulated=simulated,
+               title=f"replay of {inert(path.name)}", keys=config.keys, notices=notes)
+    notes = [inert(note) for note in rec.damage_notes()]  # with what playing it found
+    if src.bad_documents:
+        notes.append(f"{src.bad_documents} recorded document(s) that are not status documents skipped")
     for note in notes:  # also after the screen is gone, where the terminal keeps it
-        print(f"enginedeck: {shown(note)}", file=sys.stderr)
-    return 0
+        print(f"enginedeck: {note}", file=sys.stderr)
+    return 3 if rec.damaged_inside or src.bad_documents else 0

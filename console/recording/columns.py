@@ -51,6 +51,7 @@ _INTS = re.compile(rb"%s(?:,%s)*" % (_NUM_INT, _NUM_INT))
 _DECS = re.compile(rb"%s\.[0-9]+(?:,%s\.[0-9]+)*" % (_NUM_INT, _NUM_INT))
 _FRACTION = re.compile(rb"\.([0-9]+)")
 _NEG_ZERO = re.compile(rb"(?:^|,)-0\.0*(?:,|$)")
+MAX_DECODED = 256 * 2**20  # a frame's documents decoded, at most (a frame of a large fleet is a few MB)
 
 
 class ColumnsError(ValueError):
@@ -133,8 +134,14 @@ def decode(payload: bytes) -> list[tuple[float, bytes]]:
     if len(lines) < 2 * len(runs) + 1:
         raise ColumnsError("a column-form payload of inconsistent lengths")
     out: list[bytes] = []
+    size = 0
     for r, n in enumerate(runs):
         first = lines[1 + 2 * r]
+        # A run's documents are about as long as its first: a header claiming millions of them
+        # (a few bytes compressed) is refused before they are built.
+        size += n * len(first)
+        if size > MAX_DECODED:
+            raise ColumnsError(f"a column-form payload that decodes to more than {MAX_DECODED // 2**20} MiB")
         out.append(first)
         if n > 1:
             out.extend(_rebuild(first, lines[2 + 2 * r], n - 1))

@@ -16,11 +16,12 @@ each document frame with the charts' history rows of its documents (``history_ro
 
 from __future__ import annotations
 
+import math
 import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Protocol
 
 MAGIC = b"EDR1"
 HEADER = struct.Struct("<4sBBHddIII")
@@ -29,6 +30,9 @@ KINDS = (KIND_DOCS, KIND_RAW, KIND_DICT, KIND_ROWS)
 CODEC_NONE, CODEC_ZLIB = 0, 1
 FLAG_DICT = 1  # compressed against the segment's dictionary frame
 MAX_PAYLOAD = 256 * 2**20  # a length above this is a corrupt header, not a frame
+# What one frame may decompress to: a raw payload is at most the scraper's 16 MiB, a document frame
+# a few MB. A frame beyond it is refused, not inflated (a few KB can claim a GB).
+MAX_DECOMPRESSED = 64 * 2**20
 ZLIB_LEVEL = 9  # 5 % smaller than level 6 for 1.5x its CPU, which is a few ms every 10 s
 # A cut (a window copied at once, e.g. into an incident bundle) compresses 15 minutes in one go,
 # where 1.5x the CPU is a noticeable part of the wait.
@@ -37,6 +41,16 @@ CUT_ZLIB_LEVEL = 6
 
 class FrameError(ValueError):
     """A frame that cannot be decoded (bad CRC, unknown codec, missing dictionary)."""
+
+
+class Reader(Protocol):
+    """What frames are read from: an open binary file, or a segment's ``pread`` reader."""
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+    def tell(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +101,10 @@ def payload_of(info: FrameInfo, data: bytes, zdict: bytes | None) -> bytes:
     else:
         d = zlib.decompressobj()
     try:
-        return d.decompress(body) + d.flush()
+        out = d.decompress(body, MAX_DECOMPRESSED)
+        if d.unconsumed_tail or (not d.eof and d.flush(1)):
+            raise FrameError(f"decompresses to more than {MAX_DECOMPRESSED // 2**20} MiB")
+        return out
     except zlib.error as exc:
         raise FrameError(f"cannot decompress: {exc}") from None
 
@@ -97,7 +114,7 @@ def parse_header(head: bytes, offset: int) -> FrameInfo | None:
     if len(head) < HEADER.size:
         return None
     magic, kind, codec, flags, t0, t1, count, length, _crc = HEADER.unpack_from(head)
-    if magic != MAGIC or kind not in KINDS or length > MAX_PAYLOAD or t1 < t0:
+    if magic != MAGIC or kind not in KINDS or length > MAX_PAYLOAD or not (math.isfinite(t0) and t0 <= t1 < math.inf):
         return None
     return FrameInfo(offset, HEADER.size + length, kind, codec, flags, t0, t1, count)
 
@@ -110,7 +127,7 @@ def check(data: bytes) -> bool:
     return zlib.crc32(data[HEADER.size:], zlib.crc32(data[:HEADER.size - 4])) == crc
 
 
-def read_at(f: BinaryIO, offset: int) -> tuple[FrameInfo, bytes] | None:
+def read_at(f: Reader, offset: int) -> tuple[FrameInfo, bytes] | None:
     """The checked frame at ``offset`` of an open file, or None when it is torn or corrupt."""
     f.seek(offset)
     head = f.read(HEADER.size)
@@ -133,7 +150,7 @@ class Damage:
     header: FrameInfo | None
 
 
-def scan(f: BinaryIO, start: int = 0, damage: list[Damage] | None = None) -> Iterator[FrameInfo]:
+def scan(f: Reader, start: int = 0, damage: list[Damage] | None = None) -> Iterator[FrameInfo]:
     """Every intact frame from ``start`` on. A bad one is skipped: the search goes on from the next
     occurrence of the magic after its start; each skipped span (a torn last frame too) is appended
     to ``damage``."""
@@ -157,7 +174,7 @@ def scan(f: BinaryIO, start: int = 0, damage: list[Damage] | None = None) -> Ite
         pos = nxt
 
 
-def _next_magic(f: BinaryIO, pos: int, size: int) -> int:
+def _next_magic(f: Reader, pos: int, size: int) -> int:
     chunk = 1 << 16
     while pos < size:
         f.seek(pos)

@@ -143,10 +143,19 @@ def _column(col: list[float | bool | None]) -> list[Any]:
 
 
 def _values(col: list[Any]) -> list[Any]:
+    """A series' values from ``_column``'s form. Raises ValueError or TypeError for a column no writer
+    makes (a crafted frame): a scale beyond 10**6, differences that are not integers, raw values
+    that are not numbers, null or false."""
     d = col[0]
     if d is None:
-        return col[1:]
-    scale = 10 ** int(d)
+        values = col[1:]
+        array("d", [0.0 if v is None else v for v in values])  # TypeError for a string, list or object
+        return values
+    if type(d) is not int or not 0 <= d <= 6:
+        raise ValueError(f"a rows column of scale {d!r}")
+    scale = 10**d
+    # Each sum is divided as it is made: a difference that is no number fails at once (lists or
+    # strings are never concatenated along the column).
     return [n / scale for n in itertools.accumulate(col[1:])]
 
 
@@ -171,7 +180,9 @@ class RowsFrame:
             # Only a column of raw values (d null) can hold a false.
             whole = not any(v is False for c in cols if c[0] is None for v in c)
             cols = [_values(c) for c in cols]
-        except (orjson.JSONDecodeError, TypeError, ValueError, IndexError) as exc:
+            if taken is not None:
+                taken = [None if t is None else float(t) for t in taken]
+        except (orjson.JSONDecodeError, TypeError, ValueError, IndexError, OverflowError) as exc:
             raise ValueError(f"not a rows payload: {exc}") from None
         if taken is None:
             taken = times

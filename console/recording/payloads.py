@@ -49,20 +49,39 @@ def read_docs(payload: bytes) -> Iterator[tuple[float, dict[str, Any]]]:
     return read_docs_of(read_doc_lines(payload))
 
 
+# The latest time a document may carry: what a date can still be made of (``datetime``'s year 9999).
+# A crafted time beyond it would end whatever formats it (an export's UTC column, the timeline).
+MAX_TIME = 253_402_300_799.0
+
+
+def good_time(t: float) -> bool:
+    return 0.0 <= t <= MAX_TIME
+
+
 class FrameDocs(Sequence[tuple[float, dict[str, Any]]]):
     """A frame's documents, each kept as its JSON text and parsed when asked for.
 
     A replay keeps the last few frames it read (a minute of documents each); parsed, one frame held
-    about 2.8 MB of dicts, the text a few hundred KB. Every line is parsed once here, so a damaged
-    frame is refused when it is read, as before; ``times`` needs no parsing at all."""
+    about 2.8 MB of dicts, the text a few hundred KB. Every line is parsed once here: a line that is
+    no JSON object, or recorded at a time no date can show, is left out and counted in ``bad`` (the
+    frame's other documents stay); ``times`` needs no parsing at all."""
 
-    __slots__ = ("_lines", "times")
+    __slots__ = ("_lines", "bad", "times")
 
     def __init__(self, lines: list[tuple[float, bytes]]) -> None:
-        for _t, _doc in read_docs_of(lines):
-            pass
-        self.times = [t for t, _line in lines]
-        self._lines = [line for _t, line in lines]
+        self.times: list[float] = []
+        self._lines: list[bytes] = []
+        self.bad = 0
+        for t, line in lines:
+            try:
+                ok = good_time(t) and isinstance(orjson.loads(line), dict)
+            except orjson.JSONDecodeError:
+                ok = False
+            if ok:
+                self.times.append(t)
+                self._lines.append(line)
+            else:
+                self.bad += 1
 
     def __len__(self) -> int:
         return len(self._lines)

@@ -1,9 +1,12 @@
 """``Recording``: a recording folder (or one cut file) read back by time.
 
-Opening reads only the indexes (and scans what they lack), so a day of recording opens and seeks in
-milliseconds; frames are decompressed when asked for, and the last few are kept decoded (stepping
-through a replay reads the same frame ten times). A frame that is torn or corrupt is skipped and
-counted in ``skipped``; the rest of the recording reads as usual. A document frame's rows frame
+Opening reads only the indexes (each entry checked against the frame header it points at; a scan
+where they disagree or end), so a day of recording opens and seeks in milliseconds; frames are
+decompressed when asked for, and the last few are kept decoded (stepping through a replay reads the
+same frame ten times). A frame that is torn or corrupt is skipped and counted in ``skipped``, a
+document in it that is no JSON object (or is recorded at no possible time) in ``bad_documents``;
+the rest of the recording reads as usual. ``damage_notes`` names what was lost, and
+``damaged_inside`` tells damage from a torn end (what a kill leaves, which is no fault). A document frame's rows frame
 (the history rows of its documents, written right after it) is read by ``frame_rows``; a recording
 without them (written before they existed, or a cut of document lines) reads the documents instead.
 """
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
+import stat
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -22,7 +27,7 @@ from typing import Any
 from console.recording import columns, frames
 from console.recording.frames import FrameInfo
 from console.recording.history_rows import RowsFrame
-from console.recording.payloads import FrameDocs, PayloadError, read_doc_lines, read_raw
+from console.recording.payloads import FrameDocs, PayloadError, good_time, read_doc_lines, read_raw
 from console.recording.segments import DATA_SUFFIX, Segment
 from console.recording.writer import RecordingError, segment_name
 
@@ -32,7 +37,18 @@ _NO_DOCS = FrameDocs([])
 
 
 def _clock(t: float) -> str:
+    if not good_time(t):  # a crafted header's time: shown as the number it is
+        return f"{t:.6g}"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f".{int(t * 10) % 10}"
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (a link, a FIFO or a device in a recording folder
+    is not read: a FIFO would block the reader for good)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +84,24 @@ class Recording:
         self._raw_starts = [r.info.t_first for r in self.raw_frames]
         self._decoded: OrderedDict[int, Docs] = OrderedDict()
         self.skipped = 0  # frames that could not be read back
+        self._bad_docs: dict[int, int] = {}  # document frame -> its documents left out (``FrameDocs.bad``)
+        self.ignored: list[str] = []  # files of the folder that are not read (links, FIFOs)
+
+    @property
+    def bad_documents(self) -> int:
+        """Documents left out of the frames read so far: not JSON objects, or at no possible time."""
+        return sum(self._bad_docs.values())
 
     @classmethod
     def open(cls, path: Path) -> Recording:
         """A recording folder (every segment in it) or a single ``.edrec`` file (a cut)."""
         path = Path(path)
+        ignored: list[str] = []
         if path.is_dir():
-            files = sorted(path.glob("*" + DATA_SUFFIX))
+            found = sorted(path.glob("*" + DATA_SUFFIX))
+            files = [f for f in found if _regular(f)]
+            ignored = [f"{f.name}: not a regular file (a link, a FIFO or a device); not read"
+                       for f in found if f not in files]  # fmt: skip
             if not files:
                 raise RecordingError(f"{path}: no recording here (no *{DATA_SUFFIX} files)")
         elif path.is_file():
@@ -88,6 +115,7 @@ class Recording:
             except OSError as exc:
                 raise RecordingError(f"{f}: cannot read: {exc.strerror}") from None
         rec = cls(path, segments)
+        rec.ignored = ignored
         if path.is_file() and not rec.doc_frames and not rec.raw_frames:
             with path.open("rb") as fh:
                 if fh.read(len(frames.MAGIC)) != frames.MAGIC:
@@ -95,26 +123,48 @@ class Recording:
         return rec
 
     def damage_notes(self) -> list[str]:
-        """One line per segment that lost data (cut short or overwritten): how much, which times, and
-        that it was skipped. Empty when every frame the files ever held reads back."""
+        """One line per segment that lost data (cut short, or damaged inside): how much, which
+        times, and that it was skipped; and per segment whose dictionary frame is damaged. Empty
+        when every frame the files ever held reads back."""
         notes: list[str] = []
         for seg in self.segments:
             parts: list[str] = []
-            if seg.lost:
-                t0 = min(i.t_first for i in seg.lost)
-                t1 = max(i.t_last for i in seg.lost)
-                last = not seg.frames or min(i.offset for i in seg.lost) > max(i.offset for i in seg.frames)
-                docs = sum(i.count for i in seg.lost if i.kind == frames.KIND_DOCS)
-                raws = sum(i.count for i in seg.lost if i.kind == frames.KIND_RAW)
+            lost = [i for i in seg.lost if i.kind != frames.KIND_DICT]
+            if lost:
+                t0 = min(i.t_first for i in lost)
+                t1 = max(i.t_last for i in lost)
+                docs = sum(i.count for i in lost if i.kind == frames.KIND_DOCS)
+                raws = sum(i.count for i in lost if i.kind == frames.KIND_RAW)
                 what = ", ".join(x for x in (f"{docs} documents" if docs else "",
                                              f"{raws} raw payloads" if raws else "") if x) or "no documents"
-                parts.append(f"{'last ' if last else ''}{t1 - t0:.1f} s torn ({_clock(t0)}-{_clock(t1)}: "
-                             f"{len(seg.lost)} frames, {what})")
+                how, word = ("last ", "torn") if seg.torn_end_only else ("", "damaged")
+                parts.append(f"{how}{t1 - t0:.1f} s {word} ({_clock(t0)}-{_clock(t1)}: {len(lost)} frames, {what})")
             if seg.unreadable_bytes:
                 parts.append(f"{seg.unreadable_bytes} bytes unreadable")
+            if seg.damaged_dictionaries:
+                cannot = seg.dictionary_damage()
+                if cannot is None:
+                    parts.append("its dictionary frame is damaged (its spare copy was read)")
+                else:
+                    parts.append(f"its dictionary frame is damaged and no copy reads back: {cannot[0]} document "
+                                 f"frames ({cannot[1]} documents) are compressed against it and cannot be decoded")
             if parts:
                 notes.append(f"segment {seg.path.name}: {'; '.join(parts)}; skipped")
+        notes += [f"{self.path.name}/{line}" for line in self.ignored]
+        if self.skipped:
+            notes.append(f"{self.skipped} damaged frame(s) skipped")
+        if self.bad_documents:
+            notes.append(f"{self.bad_documents} recorded document(s) that are not status documents skipped")
         return notes
+
+    @property
+    def damaged_inside(self) -> bool:
+        """Whether anything was lost other than a torn end (the last frames of a segment cut short, as
+        a kill or a power cut leaves them): damage inside a segment, a damaged dictionary, a frame
+        or a document that does not read back."""
+        if self.skipped or self.bad_documents or self.ignored:
+            return True
+        return any(not seg.torn_end_only or seg.damaged_dictionaries for seg in self.segments)
 
     @property
     def span(self) -> tuple[float, float] | None:
@@ -146,7 +196,9 @@ class Recording:
                 docs = FrameDocs(read_doc_lines(payload))
             except PayloadError:
                 docs = _NO_DOCS
-        if not docs:
+        if docs.bad:
+            self._bad_docs[i] = docs.bad
+        elif not docs:
             self.skipped += 1
         self._decoded[i] = docs
         if len(self._decoded) > _CACHE_FRAMES:

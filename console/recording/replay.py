@@ -40,6 +40,7 @@ HISTORY_POINTS = CHART_POINTS  # a seek rebuilds this many snapshots of history:
 MAX_WAIT_S = 2.0
 MAX_PUBLISH_HZ = 5.0
 _ROW_FRAMES = 120  # history rows kept decoded: a step back rebuilds ten minutes from memory
+_LOOK_AHEAD = 64  # documents tried after one that is not a status document, for a seek to show
 
 Pos = tuple[int, int]
 
@@ -167,9 +168,12 @@ class ReplaySource:
     # -- the replay's thread ------------------------------------------------------------------
 
     def _snapshot(self, doc: dict[str, Any]) -> FleetSnapshot | None:
+        """The snapshot of a recorded document; None (counted) for one that is not a status document,
+        whatever is wrong in it (a recording may be crafted: ``"gpus": "x"``, a string for a list)."""
         try:
             return snapshot_from_doc(doc)
-        except DocumentError:
+        except (DocumentError, TypeError, KeyError, ValueError, AttributeError, IndexError, OverflowError,
+                RecursionError):
             self.bad_documents += 1
             return None
 
@@ -198,6 +202,14 @@ class ReplaySource:
         if pos is None:
             raise RecordingError(f"{rec.path}: the recording holds no snapshots")
         snap = self._snapshot(rec.doc(pos)[1])
+        # A document that is no status document: the next one that is, within a frame's worth.
+        nxt: Pos | None = pos
+        for _ in range(_LOOK_AHEAD):
+            if snap is not None or nxt is None:
+                break
+            nxt = rec.next_doc(*nxt)
+            if nxt is not None:
+                pos, snap = nxt, self._snapshot(rec.doc(nxt)[1])
         if snap is None:
             raise RecordingError(f"{rec.path}: the snapshot at that time cannot be read (not enginedeck.status/2)")
         return pos, snap

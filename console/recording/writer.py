@@ -29,7 +29,14 @@ from console.paths import private_dir
 from console.recording import columns, frames
 from console.recording.history_rows import Row, rows_of, rows_payload
 from console.recording.payloads import raw_payload
-from console.recording.segments import DATA_SUFFIX, SegmentWriter, index_path
+from console.recording.segments import (
+    DATA_SUFFIX,
+    PlantedLink,
+    SegmentWriter,
+    create_private,
+    index_path,
+    open_existing,
+)
 from console.secrets import Scrubber
 
 FRAME_S = 8.0
@@ -126,6 +133,7 @@ class RecordingWriter:
         masked = self._scrub(text)
         if masked != text:
             payload = masked.encode("utf-8", "surrogateescape")
+        engine = self._scrub(engine)  # a PROFILE@URL engine's name is its URL, userinfo and query too
         seg = self._segment_for(at)
         self._count(seg, frames.KIND_RAW, raw_payload(engine, payload, at), at, at, 1)
         self._retain(at)
@@ -181,7 +189,8 @@ class RecordingWriter:
         # The rule is checked on the document's string values, one a line (no secret shape crosses a
         # line end; on the JSON text a URL's "://host:port" and the next engine's "name@" look like a
         # password in a URL), and only on values not seen clean before: a fleet's strings rarely change.
-        fresh = {v for v, colon in _JSON_STRING.findall(line.decode()) if not colon} - self._clean
+        # Keys too: some are the engine's words (a cache tier's label, an alert's value names).
+        fresh = {v for v, _colon in _JSON_STRING.findall(line.decode())} - self._clean
         if fresh:
             strings = "\n".join(fresh)
             if self._scrub(strings) != strings:  # a secret: mask string by string, so the JSON stays whole
@@ -235,6 +244,8 @@ class RecordingWriter:
                 break
             except FileExistsError:
                 continue
+            except PlantedLink as exc:
+                raise RecordingError(f"refusing to record: {exc.strerror}") from None
             except OSError as exc:
                 raise RecordingError(f"cannot create a segment in {self.directory}: {exc.strerror}") from None
         else:
@@ -293,8 +304,18 @@ def _remove(p: Path) -> None:
 
 
 def _lock(directory: Path) -> int:
+    """The folder's lock file, created or opened without following a link (a link planted at
+    ``.lock`` in a shared folder would have its target truncated), holding our pid."""
     path = directory / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        try:
+            fd = create_private(path, os.O_RDWR)
+        except FileExistsError:
+            fd = open_existing(path, os.O_RDWR)
+    except PlantedLink as exc:
+        raise RecordingError(f"refusing to record into {directory}: {exc.strerror}") from None
+    except OSError as exc:
+        raise RecordingError(f"cannot open {path}: {exc.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
