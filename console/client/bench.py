@@ -41,6 +41,11 @@ INTERRUPT_GRACE = 30.0  # seconds the child gets to cancel its level and send wh
 SCHEMA_VERSION = 1
 # Each of them stops a run the way Ctrl-C does: the levels that finished are kept, marked interrupted.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# How the bench asks its load process to stop and send what finished: a signal of its own, as SIGINT
+# may be ignored there (a bench started in the background). Sent again each ASK_AGAIN_S until it ends
+# (one that arrives before the load process installed its handlers is ignored).
+ASK_STOP = signal.SIGUSR1
+ASK_AGAIN_S = 1.0
 PARENT_CHECK_S = 0.5  # how often the load process checks that the bench that started it still lives
 
 
@@ -123,12 +128,17 @@ def _install_fast_loop() -> None:
 
 
 async def run_bench(
-    cfg: BenchConfig, models: Sequence[str], progress: ProgressFn | None = None, *, interruptible: bool = False
+    cfg: BenchConfig,
+    models: Sequence[str],
+    progress: ProgressFn | None = None,
+    *,
+    interruptible: bool = False,
+    stop_signals: Sequence[int] = STOP_SIGNALS,
 ) -> dict[str, Any]:
     """Run every (engine, repeat) in ABBA order; returns the result document (JSON-ready).
 
-    ``interruptible`` (main thread only): SIGINT, SIGTERM or SIGHUP stops the run and the document
-    holds the levels that finished, with ``"interrupted": true``."""
+    ``interruptible`` (main thread only): any of ``stop_signals`` (SIGINT, SIGTERM, SIGHUP) stops the
+    run and the document holds the levels that finished, with ``"interrupted": true``."""
     started = _dt.datetime.now(_dt.UTC)
     raw_by_key: dict[tuple[int, int, int], LevelRaw] = {}
     collect = default_collect() if cfg.gpu == "nvml" else None
@@ -151,7 +161,7 @@ async def run_bench(
             work.cancel()
 
     if interruptible:
-        for signum in STOP_SIGNALS:
+        for signum in stop_signals:
             loop.add_signal_handler(signum, on_sigint)
     try:
         await work
@@ -160,7 +170,7 @@ async def run_bench(
             raise  # cancelled from outside, not by Ctrl-C
     finally:
         if interruptible:
-            for signum in STOP_SIGNALS:
+            for signum in stop_signals:
                 loop.remove_signal_handler(signum)
         if swapper is not None:
             swapper.close()
@@ -441,7 +451,10 @@ def _child(cfg: BenchConfig, models: list[str], q: Any, quiet: bool = False, par
     # Ctrl-C, a terminal's hangup and a group-wide SIGTERM reach this process too (same process
     # group): run_bench turns each into "stop and report the levels that finished"; until its
     # handlers are in place, ignore them.
-    for signum in STOP_SIGNALS:
+    # A signal the bench started with ignored (nohup: SIGHUP) reaches us ignored and stays so.
+    # ASK_STOP is the bench's own request (``run_in_subprocess``), whatever the user's signals are.
+    stop_signals = (*(s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN), ASK_STOP)
+    for signum in stop_signals:
         signal.signal(signum, signal.SIG_IGN)
     if parent is not None:
         _watch_parent(parent)
@@ -452,7 +465,7 @@ def _child(cfg: BenchConfig, models: list[str], q: Any, quiet: bool = False, par
     _install_fast_loop()
 
     try:
-        doc = asyncio.run(run_bench(cfg, models, q.put, interruptible=True))
+        doc = asyncio.run(run_bench(cfg, models, q.put, interruptible=True, stop_signals=stop_signals))
     except BaseException as exc:  # report any failure as one line to the parent
         q.put(_ChildFailed(f"{type(exc).__name__}: {exc}"))
         return
@@ -463,28 +476,22 @@ class BenchFailed(Exception):
     pass
 
 
-class BenchSignal(KeyboardInterrupt):
-    """SIGTERM or SIGHUP while the bench runs: handled like Ctrl-C (``run_in_subprocess``)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 def run_in_subprocess(
     cfg: BenchConfig,
     models: Sequence[str],
     on_progress: ProgressFn | None = None,
     *,
     should_stop: Callable[[], bool] | None = None,
+    interrupted: Callable[[], bool] | None = None,
     quiet: bool = False,
 ) -> dict[str, Any]:
     """Run the bench in a fresh process; progress events are passed to ``on_progress`` here.
 
-    Ctrl-C (KeyboardInterrupt here, or a subclass such as ``BenchSignal`` raised by a caller's
-    SIGTERM/SIGHUP handler) asks the child to stop: the document it returns holds the levels that
-    finished and ``"interrupted": true``; a second one gives up at once (the child is killed).
-    ``quiet``: the child's stdout/stderr go to /dev/null (use it under a full-screen UI)."""
+    ``interrupted`` (polled between progress events, e.g. a flag a SIGINT/SIGTERM/SIGHUP handler
+    sets) or a KeyboardInterrupt here asks the child to stop: the document it returns holds the
+    levels that finished and ``"interrupted": true``; a second KeyboardInterrupt gives up at once
+    (the child is killed). ``should_stop``: abandon the run (BenchFailed). ``quiet``: the child's
+    stdout/stderr go to /dev/null (use it under a full-screen UI)."""
     ctx = mp.get_context("spawn")
     saved = sys.stderr
     try:
@@ -504,12 +511,20 @@ def run_in_subprocess(
         proc.start()
     finally:
         sys.stderr = saved
-    try:
-        return _collect(proc, q, on_progress, should_stop)
-    except KeyboardInterrupt:
+
+    def ask_child_to_stop() -> None:
         if proc.pid is not None and proc.is_alive():
-            os.kill(proc.pid, signal.SIGINT)  # also when only we got it (kill -INT, not a terminal)
-        return _collect(proc, q, on_progress, None, deadline=time.monotonic() + INTERRUPT_GRACE)
+            os.kill(proc.pid, ASK_STOP)  # also when only we got the signal (kill -TERM PID)
+
+    try:
+        return _collect(proc, q, on_progress, should_stop, interrupted, ask_child_to_stop)
+    except KeyboardInterrupt:
+        if interrupted is not None and interrupted():
+            raise  # a second stop after ``interrupted``: give up at once
+        # Raised wherever this thread was: inside the queue's read it can leave the read lock
+        # taken and the child's result unread (seen under load as "did not stop within 30 s").
+        # Callers that own the signals pass ``interrupted`` instead, as `enginedeck bench` does.
+        return _collect(proc, q, on_progress, None, lambda: True, ask_child_to_stop)
     finally:
         if proc.is_alive():
             proc.terminate()
@@ -542,15 +557,25 @@ def _collect(
     q: Any,
     on_progress: ProgressFn | None,
     should_stop: Callable[[], bool] | None,
-    *,
-    deadline: float | None = None,
+    interrupted: Callable[[], bool] | None,
+    ask_child_to_stop: Callable[[], object],
 ) -> dict[str, Any]:
-    """Progress events until the child's result (or its error, or its death)."""
+    """Progress events until the child's result (or its error, or its death). Once ``interrupted``
+    says so, the child is asked to stop and gets INTERRUPT_GRACE seconds to send what finished."""
+    deadline: float | None = None
+    asked = 0.0
     while True:
         if should_stop is not None and should_stop():
             raise BenchFailed("stopped")
-        if deadline is not None and time.monotonic() > deadline:
-            raise BenchFailed(f"the bench process did not stop within {INTERRUPT_GRACE:g} s of Ctrl-C")
+        now = time.monotonic()
+        if deadline is None and interrupted is not None and interrupted():
+            deadline = now + INTERRUPT_GRACE
+        if deadline is not None:
+            if now > deadline:
+                raise BenchFailed(f"the bench process did not stop within {INTERRUPT_GRACE:g} s of Ctrl-C")
+            if now - asked >= ASK_AGAIN_S:
+                asked = now
+                ask_child_to_stop()
         try:
             ev: BenchEvent | _Result | _ChildFailed = q.get(timeout=0.2)
         except _queue.Empty:
@@ -563,3 +588,5 @@ def _collect(
             raise BenchFailed(ev.message)
         if on_progress is not None:
             on_progress(ev)
+
+

@@ -24,7 +24,7 @@ EXIT_UNREACHABLE = 2
 EXIT_STOPPED_ON_ERRORS = 3
 EXIT_INTERRUPTED = 130
 # SIGTERM (a service manager, `kill`) and SIGHUP (the terminal went away) stop the run as Ctrl-C does.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def register(sub: Any) -> None:
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     got: list[int] = []
     try:
         with _stop_signals(got.append):
-            doc = run_in_subprocess(cfg, models, progress)
+            doc = run_in_subprocess(cfg, models, progress, interrupted=lambda: bool(got))
     except BenchFailed as exc:
         raise UserError(f"bench failed: {inert(scrub(str(exc)))}") from None
     doc = scrubbed(doc)
@@ -242,15 +242,21 @@ def run(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _stop_signals(record: Callable[[int], object]) -> Iterator[None]:
-    """While the load runs, SIGTERM and SIGHUP raise ``BenchSignal`` (a KeyboardInterrupt), so they
-    stop the load process and keep the finished levels exactly as Ctrl-C does."""
-    from console.client.bench import BenchSignal
+    """While the load runs, SIGINT, SIGTERM and SIGHUP are recorded, not raised: the run polls the
+    record between progress events and stops the load process, keeping the finished levels (an
+    exception raised inside the result queue's read could leave its lock taken and the result lost).
+    A second signal gives up at once."""
+
+    seen: list[int] = []
 
     def handler(signum: int, frame: object) -> None:
+        seen.append(signum)
         record(signum)
-        raise BenchSignal(signum)
+        if len(seen) > 1:  # a second one: give up at once (the load process is killed)
+            raise KeyboardInterrupt
 
-    saved = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    # A signal ignored when we started stays ignored: `nohup enginedeck bench` outlives its terminal.
+    saved = {s: signal.signal(s, handler) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:

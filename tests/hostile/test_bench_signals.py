@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,11 +31,23 @@ from tests.hostile._bench_fakes import (
 )
 
 
-def _start(srv: FakeServer, tmp: Path) -> tuple[subprocess.Popen[str], Path]:
+def _default_stop_signals() -> None:
+    """The bench under test starts with the stop signals at their defaults, as from a terminal (a
+    runner started in the background hands its children SIGINT ignored, nohup SIGHUP)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _nohup() -> None:
+    _default_stop_signals()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def _start(srv: FakeServer, tmp: Path, preexec: Callable[[], None] | None = None) -> tuple[subprocess.Popen[str], Path]:
     out = tmp / "bench.json"
     proc = subprocess.Popen(bench_cmd(srv.ref, json_out=out, extra=["--concurrency", "2", "--num-prompts", "50"]),
                             cwd=ROOT, env=isolated_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, preexec_fn=preexec or _default_stop_signals)  # fmt: skip
     deadline = time.monotonic() + 60
     while len(srv.posts) < 2:  # both streams of the level are under way
         assert proc.poll() is None, proc.communicate()
@@ -101,3 +114,41 @@ def test_sigkill_of_the_bench_leaves_no_orphan_load_process(tmp_path: Path) -> N
             assert _quiet_after_exit(srv) == 0
         finally:
             kill_group(proc.pid)
+
+
+def test_a_bench_started_under_nohup_outlives_a_hangup(tmp_path: Path) -> None:
+    """SIGHUP ignored at start (nohup) stays ignored; SIGTERM still stops the run as usual."""
+    with fake_server(endless(0.05)) as srv:
+        proc, out = _start(srv, tmp_path, preexec=_nohup)
+        try:
+            os.killpg(proc.pid, signal.SIGHUP)
+            with pytest.raises(subprocess.TimeoutExpired):
+                proc.wait(1.5)
+            sent = len(srv.posts)
+            os.killpg(proc.pid, signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            kill_group(proc.pid)
+    assert proc.returncode == 143, err
+    assert sent >= 2
+    assert json.loads(out.read_text())["interrupted_by"] == "SIGTERM"
+
+
+def _background() -> None:
+    _default_stop_signals()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_bench_started_in_the_background_still_stops_its_load_on_sigterm(tmp_path: Path) -> None:
+    """SIGINT ignored at start (a shell's `&`): the bench still asks its load process to stop."""
+    with fake_server(endless(0.05)) as srv:
+        proc, out = _start(srv, tmp_path, preexec=_background)
+        try:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+            assert _gone(proc.pid), "a process of the bench's group is still alive"
+            assert _quiet_after_exit(srv) == 0, "requests kept coming after the bench exited"
+        finally:
+            kill_group(proc.pid)
+    assert proc.returncode == 143, err
+    assert json.loads(out.read_text())["interrupted"] is True
