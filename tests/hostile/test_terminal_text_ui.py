@@ -59,7 +59,7 @@ def screen_text(app: DeckApp) -> str:
     return console.export_text(styles=False)
 
 
-async def _wait(pilot: object, app: DeckApp, ready: Callable[[], bool], timeout: float = 30) -> None:
+async def _wait(pilot: object, app: DeckApp, ready: Callable[[], bool], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         await pilot.pause(0.1)  # type: ignore[attr-defined]
@@ -70,9 +70,15 @@ async def _wait(pilot: object, app: DeckApp, ready: Callable[[], bool], timeout:
 
 async def _tab(pilot: object, app: DeckApp, tab: str, ready: Callable[[str], bool]) -> str:
     tabs = app.screen.query_one("#tabs", TabbedContent)
-    app.screen.set_focus(tabs.query_one(Tabs))  # a focused table in the old tab would take it back
-    tabs.active = tab
-    await _wait(pilot, app, lambda: ready(screen_text(app)))
+
+    def shown() -> bool:
+        if tabs.active != tab:  # a focused table in the old tab can take it back on a slow machine
+            app.screen.set_focus(tabs.query_one(Tabs))
+            tabs.active = tab
+            return False
+        return ready(screen_text(app))
+
+    await _wait(pilot, app, shown)
     return screen_text(app)
 
 
