@@ -172,6 +172,9 @@ async def run_bench(
         if interruptible:
             for signum in stop_signals:
                 loop.remove_signal_handler(signum)
+                # The result is still to be sent: a late stop (the bench asks again each second)
+                # must not kill this process with the signal's default action.
+                signal.signal(signum, signal.SIG_IGN)
         if swapper is not None:
             swapper.close()
     # A level cut short is not a result: only the levels that finished are kept.
