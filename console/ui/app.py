@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from textual import on
 from textual.app import ScreenStackError
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.events import Event, Key, MouseDown, Resize
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
@@ -260,7 +261,12 @@ class DeckApp(EngineControlApp, HostApp, inherit_bindings=False):
         # A screen being pushed is on top before it has children; it draws the newest snapshot
         # when it is up (on_screen_resume).
         if screen is not None and screen.is_mounted:
-            screen.show_fleet(message.snapshot)
+            try:
+                screen.show_fleet(message.snapshot)
+            except NoMatches:
+                # Mounted but still composing its children (seen on a loaded machine): the next
+                # snapshot, a refresh period away, finds them.
+                return
             screen.refresh_top()
         if self._first_frame_file and any(e.total is not None and e.reachable for e in message.snapshot.engines):
             path, self._first_frame_file = self._first_frame_file, ""
