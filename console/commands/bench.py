@@ -168,8 +168,7 @@ def run(args: argparse.Namespace) -> int:
     from console.client.progress import BenchEvent, LevelDone, LevelProgress, RunStarted, SwapStarted
     from console.client.report import render_text, scrubbed, write_outputs
     from console.errors import UserError
-    from console.secrets import scrub
-    from console.textsafe import inert
+    from console.textout import shown
     from console.transport.http import HTTPError
 
     cfg = build_config(args)
@@ -181,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             models = asyncio.run(check_ready(cfg.engines, model=args.model))
         except HTTPError as exc:
-            raise UserError(inert(scrub(str(exc))), exit_code=EXIT_UNREACHABLE) from None
+            raise UserError(shown(str(exc)), exit_code=EXIT_UNREACHABLE) from None
     last = [0.0]
 
     def progress(ev: BenchEvent) -> None:
@@ -190,9 +189,9 @@ def run(args: argparse.Namespace) -> int:
         now = time.monotonic()
         line, end = "", "\n"
         if isinstance(ev, SwapStarted):
-            line = f"swap: stopping the others, starting {inert(ev.engine)} and waiting until ready"
+            line = f"swap: stopping the others, starting {shown(ev.engine)} and waiting until ready"
         elif isinstance(ev, RunStarted):
-            line = f"[{ev.position + 1}/{ev.of}] {inert(ev.engine)} (repeat {ev.repeat + 1})"
+            line = f"[{ev.position + 1}/{ev.of}] {shown(ev.engine)} (repeat {ev.repeat + 1})"
         elif isinstance(ev, LevelDone):
             ttft, tput = ev.ttft_p50_ms, ev.output_tput
             line = (f"    {ev.level}: {ev.completed} ok, {ev.failed} failed"
@@ -209,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         with _stop_signals(got.append):
             doc = run_in_subprocess(cfg, models, progress, interrupted=lambda: bool(got))
     except BenchFailed as exc:
-        raise UserError(f"bench failed: {inert(scrub(str(exc)))}") from None
+        raise UserError(f"bench failed: {shown(str(exc))}") from None
     doc = scrubbed(doc)
     if got:
         doc["interrupted_by"] = signal.Signals(got[0]).name
@@ -229,13 +228,13 @@ def run(args: argparse.Namespace) -> int:
             if not any(lv["requests"]["completed"] for run in doc["runs"] if run["engine"] == e["name"]
                        for lv in run["levels"])]  # fmt: skip
     if dead:
-        raise UserError(f"no request succeeded on {inert(', '.join(dead))} (see the errors in the table/JSON)")
+        raise UserError(f"no request succeeded on {shown(', '.join(dead))} (see the errors in the table/JSON)")
     stopped = [(run["engine"], lv["level"]["label"], lv["requests"]["stopped_early"]) for run in doc["runs"]
                for lv in run["levels"] if lv["requests"].get("stopped_on_errors")]  # fmt: skip
     if stopped:
         engine, level, why = stopped[0]
         more = f" (and {len(stopped) - 1} more)" if len(stopped) > 1 else ""
-        _say(f"enginedeck: bench: level {level} on {inert(engine)} stopped early: {why}{more}")
+        _say(f"enginedeck: bench: level {level} on {shown(engine)} stopped early: {why}{more}")
         return EXIT_STOPPED_ON_ERRORS
     return 0
 

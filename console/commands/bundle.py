@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from console.errors import UserError
     from console.recording import default_recording_dir
     from console.recording.opening import cleanup_on_signals
-    from console.secrets import scrub
+    from console.textout import shown
     from console.textsafe import inert
 
     last = parse_duration(args.last)
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{inert(str(result.path))}")
     print(f"  {result.bytes / 1024:.0f} KiB, {len(result.manifest.get('files', []))} files, "
           f"{result.manifest['redaction']['masked']} secrets masked, {result.seconds:.1f} s; "
-          f"{inert(scrub(str(rec.get('note'))))}", file=sys.stderr)  # fmt: skip
+          f"{shown(str(rec.get('note')))}", file=sys.stderr)  # fmt: skip
     return 0
 
 
