@@ -6,7 +6,7 @@ all sent while C streams were in flight; open loop: all requests).
     D_run          = max_M t_K - min_M t_send
     request_tput   = |M| / D_run            output_tput = Σ_M N / D_run      total_tput = Σ_M (P + N) / D_run
     goodput        = |good| / D_run         slo_attainment = |good| / |M|
-    error_rate     = failed / (failed + |M|)
+    error_rate     = failed / (failed + |M|)    (a request cut at --max-duration is neither)
     avg_inflight   = Σ_M (t_K - t_send) / D_run
     steady_output_tput = tokens_in(w0, w1) / (w1 - w0), tokens of every event with w0 <= t_k < w1
                      (of successful requests only: a failed request's tokens are no output),
@@ -67,9 +67,11 @@ def is_good(m: RequestMetrics, slo: Mapping[str, float]) -> bool:
 def summarize(raw: LevelRaw, slo: Mapping[str, float] | None = None) -> dict[str, Any]:
     slo = slo or {}
     measured = [r for r in raw.records if not r.warmup]
-    # Every request is counted exactly once: ok (a 2xx answer that carried a token) or failed.
+    # Every request is counted exactly once: ok (a 2xx answer that carried a token), cut (still
+    # running when --max-duration ended the level: no fault of the engine's) or failed.
     ok = [r for r in measured if r.ok and (r.event_t_ns or not r.streamed)]
-    failed = [r for r in measured if not (r.ok and (r.event_t_ns or not r.streamed))]
+    cut = [r for r in measured if r.cut]
+    failed = [r for r in measured if not r.cut and not (r.ok and (r.event_t_ns or not r.streamed))]
     metrics = [compute(r) for r in ok]
     out: dict[str, Any] = {"level": raw.spec.describe(), "length_mode": raw.length_mode}
     n_ok = len(ok)
@@ -77,6 +79,7 @@ def summarize(raw: LevelRaw, slo: Mapping[str, float] | None = None) -> dict[str
         "sent": len(measured),
         "completed": n_ok,
         "failed": len(failed),
+        "cut": len(cut),
         "warmup": len(raw.records) - len(measured),
         "error_rate": len(failed) / (len(failed) + n_ok) if (failed or n_ok) else None,
         "errors": _error_samples(failed),

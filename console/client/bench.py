@@ -256,6 +256,7 @@ async def _run_all(
                     e.name, rep, spec.label, completed=summary["requests"]["completed"],
                     failed=summary["requests"]["failed"], ttft_p50_ms=lat["ttft_ms"]["p50"],
                     tpot_p50_ms=lat["tpot_ms"]["p50"], output_tput=summary["throughput"].get("output_tput"),
+                    cut=summary["requests"]["cut"],
                 ))  # fmt: skip
 
 
@@ -299,6 +300,7 @@ def prompt_token_check(cfg: BenchConfig, raws: dict[tuple[int, int, int], LevelR
 SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("completed", ("requests", "completed")),
     ("failed", ("requests", "failed")),
+    ("cut", ("requests", "cut")),
     ("error_rate", ("requests", "error_rate")),
     ("ttft_p50_ms", ("latency", "ttft_ms", "p50")),
     ("ttft_p90_ms", ("latency", "ttft_ms", "p90")),

@@ -248,7 +248,7 @@ async def run_level(
         completed += 1
         completions_ns.append(_perf_ns())
         tokens_events += len(rec.event_t_ns)
-        if not rec.ok:
+        if not rec.ok and not rec.cut:
             errors += 1
             if (stop_on_errors and not stop_reason and completed >= STOP_MIN_REQUESTS
                     and errors / completed > STOP_ERROR_RATE):  # fmt: skip
@@ -290,6 +290,7 @@ async def run_level(
                         inflight.discard(handle)
                 if handle.cancelled:
                     rec.cancelled = True
+                    rec.cut = rec.error is None  # a request that had failed already stays failed
                     rec.error = rec.error or f"cancelled: still running when the {max_duration_reason}"
         except Exception as exc:  # a failure no check foresaw ends this request, not the level
             rec.error = rec.error or f"client error: {type(exc).__name__}: {str(exc)[:200]}"

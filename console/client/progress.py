@@ -52,6 +52,7 @@ class LevelDone:
     ttft_p50_ms: float | None
     tpot_p50_ms: float | None
     output_tput: float | None
+    cut: int = 0  # still running when --max-duration ended the level
 
 
 BenchEvent = SwapStarted | RunStarted | LevelProgress | LevelDone

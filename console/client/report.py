@@ -19,6 +19,7 @@ from console.target import api_key_from_env
 ROWS: tuple[tuple[str, str, str, bool | None], ...] = (
     ("completed", "requests ok", "{:.0f}", None),
     ("failed", "requests failed", "{:.0f}", True),
+    ("cut", "requests cut at max duration", "{:.0f}", None),
     ("ttft_p50_ms", "TTFT p50 (ms)", "{:.1f}", True),
     ("ttft_p90_ms", "TTFT p90 (ms)", "{:.1f}", True),
     ("ttft_p99_ms", "TTFT p99 (ms)", "{:.1f}", True),
@@ -78,6 +79,8 @@ def table_rows(level: dict[str, Any], names: Sequence[str]) -> list[list[str]]:
         cells = [_fmt(level["engines"][n].get(key), fmt) for n in names]
         if all(c == NA for c in cells) and key not in ("prefix_hit_rate", "tokens_per_joule", "kv_usage_peak"):
             continue  # a row nobody has (e.g. goodput without SLOs) is left out
+        if key == "cut" and all(c in ("0", NA) for c in cells):
+            continue  # only a run --max-duration cut short has any
         row = [label, *cells]
         if len(names) >= 2:
             row.append(_ratio(level["ratio_b_a"].get(key)))

@@ -49,6 +49,9 @@ class RequestRecord:
     status: int | None = None
     error: str | None = None
     cancelled: bool = False
+    # Cut off by --max-duration while still running: neither ok nor failed (the engine did nothing
+    # wrong), counted apart so a time-bounded run of a healthy engine shows no error rate.
+    cut: bool = False
     streamed: bool = True  # False when the server answered with one JSON body
     text: str = ""  # only when asked to keep it
     reasoning: str = ""

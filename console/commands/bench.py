@@ -195,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         elif isinstance(ev, LevelDone):
             ttft, tput = ev.ttft_p50_ms, ev.output_tput
             line = (f"    {ev.level}: {ev.completed} ok, {ev.failed} failed"
+                    + (f", {ev.cut} cut at max duration" if ev.cut else "")
                     + (f", TTFT p50 {ttft:.1f} ms" if ttft is not None else "")
                     + (f", {tput:.0f} tok/s" if tput else ""))  # fmt: skip
         elif isinstance(ev, LevelProgress) and _isatty(sys.stderr) and now - last[0] > 0.5:

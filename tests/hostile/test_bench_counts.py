@@ -55,7 +55,7 @@ async def level(reply: Any, n: int = 3, *, warmup: int = 0, max_duration: float 
 
 def assert_counted_once(raw: LevelRaw, summary: dict[str, Any]) -> None:
     req = summary["requests"]
-    assert req["sent"] == req["completed"] + req["failed"], req
+    assert req["sent"] == req["completed"] + req["failed"] + req["cut"], req
     for r in raw.records:
         if not r.ok:
             assert r.error or r.cancelled, r
@@ -186,8 +186,12 @@ async def test_max_duration_cuts_an_endless_stream(warmup: int, no_async_noise: 
     assert took < 15, f"an endless stream ran {took:.0f} s despite --max-duration 1"
     assert_counted_once(raw, summary)
     cut = [r for r in raw.records if r.error and "max duration" in r.error]
-    assert len(cut) == 1 and cut[0].warmup == bool(warmup)
+    assert len(cut) == 1 and cut[0].warmup == bool(warmup) and cut[0].cut
     assert raw.stopped_early.startswith("max duration") and not raw.stopped_on_errors
+    # Cut short by the time limit is no failure of the engine's: counted apart, no error rate.
+    req = summary["requests"]
+    assert (req["cut"], req["failed"]) == ((0, 0) if warmup else (1, 0)), req
+    assert not req["error_rate"], req
 
 
 async def test_an_oversized_event_fails_with_a_clear_reason(no_async_noise: None) -> None:

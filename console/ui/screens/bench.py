@@ -200,6 +200,7 @@ class BenchScreen(DeckScreen):
             ttft = ev.ttft_p50_ms
             self._progress.append(
                 f"   {ev.level}: {ev.completed} ok, {ev.failed} failed"
+                + (f", {ev.cut} cut at max duration" if ev.cut else "")
                 + (f", TTFT p50 {ttft:.1f} ms" if ttft is not None else "")
             )
         elif isinstance(ev, LevelProgress):
