@@ -54,7 +54,11 @@ _PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     # https://TOKEN@host; ssh://gpu@node1 keeps its login). The whole userinfo goes. A quote ends a
     # URL: in JSON text the search then stops at the string's end.
     (("://",), re.compile(r"://[^/\s:@\"'<>]+:[^/\s@\"'<>]+@"), f"://{MASK}@"),
-    (("://",), re.compile(r"(?i)(?<![a-z0-9+.-])((?:http|ws)s?)://[^/\s:@\"'<>?#]+@"), rf"\1://{MASK}@"),
+    # The "://" first and the scheme checked behind it: started with the scheme, the pattern had no
+    # literal to skip ahead by and cost 0.4 ms per KB of a status document (13 ms vs 0.04 ms on 32 KB).
+    (("://",), re.compile(r"(?i)://(?:" + "|".join(rf"(?<=(?<![a-z0-9+.-]){scheme}://)"
+                                                   for scheme in ("http", "https", "ws", "wss"))
+                          + r")[^/\s:@\"'<>?#]+@"), f"://{MASK}@"),
     # ?token=..., &api_key=..., &sig=... in a URL's query: the name stays, the value goes.
     (("?", "&"), re.compile(rf"(?i)([?&][a-z0-9_.-]*?{_QUERY_WORD}=)[^&#\s\"'<>]+"), rf"\1{MASK}"),
 )  # fmt: skip
