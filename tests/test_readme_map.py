@@ -49,7 +49,7 @@ def test_readme_is_short_and_starts_with_the_two_commands() -> None:
     first_screen = "\n".join(lines[:40])
     assert "make demo" in first_screen and "make test" in first_screen
     pictures = re.findall(r"!\[[^\]]*\]\((docs/images/[\w-]+\.svg)\)", "\n".join(lines))
-    assert len(pictures) == 3, pictures
+    assert len(pictures) == 4, pictures
 
 
 def _packages_on_disk() -> set[str]:
