@@ -22,6 +22,13 @@ from textual.widget import Widget
 from console.ui.format import shown_text
 
 
+def text_key(text: Text) -> tuple[object, ...]:
+    """What drawing ``text`` depends on, to tell a changed text from the same one: its words, style,
+    spans and layout settings as they are. ``Text.markup`` told it before, but it escapes and
+    rebuilds the whole text on every call (15-45 us for a table cell, docs/performance.md)."""
+    return (text.plain, text.style, tuple(text.spans), text.justify, text.overflow, text.no_wrap, text.end)
+
+
 def _offset(x: int, y: int) -> Style:
     return Style.from_meta({"offset": (x, y)})
 
@@ -48,7 +55,7 @@ class Line(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._content: RenderableType = Text("")
-        self._key: str | None = None
+        self._key: object = None
         self._lines = 1
         self._version = 0
         self._strips: tuple[tuple[int, int, Style], list[Strip] | None] | None = None
@@ -57,12 +64,12 @@ class Line(Widget):
     def content(self) -> RenderableType:
         return self._content
 
-    def show(self, content: RenderableType, key: str | None = None, *, lines: int | None = None) -> None:
-        """Display ``content``. ``key`` identifies it (Text: its markup) so unchanged text costs nothing;
+    def show(self, content: RenderableType, key: object = None, *, lines: int | None = None) -> None:
+        """Display ``content``. ``key`` identifies it (Text: ``text_key``) so unchanged text costs nothing;
         ``lines`` is its height when it is not Text (a layout pass happens only when the height changes).
         """
         if key is None:
-            key = content.markup if isinstance(content, Text) else None
+            key = text_key(content) if isinstance(content, Text) else None
         if key is not None and key == self._key:
             return
         self._key = key
