@@ -12,7 +12,9 @@ else (a line that must wrap, tabs, justification, links or click actions) takes 
 
 from __future__ import annotations
 
-from rich.console import RenderableType
+from rich import get_console
+from rich.cells import cell_len
+from rich.console import Console, RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -33,8 +35,12 @@ def _offset(x: int, y: int) -> Style:
     return Style.from_meta({"offset": (x, y)})
 
 
-def _plain_lines(text: Text, width: int) -> list[Text] | None:
-    """The lines of ``text`` when each can be drawn as it is, at ``width``; else None."""
+def _plain_lines(text: Text, width: int, console: Console | None = None) -> list[list[Segment]] | None:
+    """The lines of ``text`` as segments, when each can be drawn as it is at ``width``; else None.
+
+    The whole text is rendered once and cut at its line ends: splitting it into a ``Text`` a line
+    and rendering each (as before) cost 1.7-3x as much for the overview's trends and GPU table,
+    whose every line changes every second (docs/performance.md)."""
     if text.justify not in (None, "default", "left") or "\t" in text.plain:
         return None
     for style in (text.style, *(span.style for span in text.spans)):
@@ -43,8 +49,13 @@ def _plain_lines(text: Text, width: int) -> list[Text] | None:
                 return None  # Textual's variables, actions and links: its path resolves them
         elif style.link or style._meta:
             return None
-    lines = text.split("\n", allow_blank=True)
-    return list(lines) if all(line.cell_len <= width for line in lines) else None
+    lines = list(Segment.split_lines(text.render(console or get_console(), end="")))
+    if not lines or text.plain.endswith("\n"):
+        lines.append([])  # split_lines yields no last, empty line: Text.split("\n", allow_blank) does
+    for line in lines:
+        if sum(cell_len(chunk) for chunk, _, _ in line) > width:
+            return None
+    return lines
 
 
 class Line(Widget):
@@ -89,10 +100,10 @@ class Line(Widget):
 
     def _own_strips(self, width: int, base: Style) -> list[Strip] | None:
         text = self._content
-        lines = _plain_lines(text, width) if isinstance(text, Text) else None
+        console = self.app.console
+        lines = _plain_lines(text, width, console) if isinstance(text, Text) else None
         if lines is None or not isinstance(text, Text):
             return None
-        console = self.app.console
         own = text.style  # Text.render leaves the text's own style to its caller
         under = base + (console.get_style(own) if isinstance(own, str) else own) if own else base
         strips = []
@@ -100,10 +111,10 @@ class Line(Widget):
             # In one pass, what Strip.apply_style and apply_offsets do (a Strip each): the style under
             # each segment's own, and the offsets Textual's text selection reads (as on its own path).
             segments, x = [], 0
-            for chunk, style, _ in line.render(console):
+            for chunk, style, _ in line:
                 segments.append(Segment(chunk, (under + style if style else under) + _offset(x, y)))
                 x += len(chunk)
-            strips.append(Strip(segments, line.cell_len))
+            strips.append(Strip(segments))
         return strips
 
     def render_line(self, y: int) -> Strip:
