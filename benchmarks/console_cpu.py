@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -133,12 +134,14 @@ def survivors(procs: list[psutil.Process]) -> list[int]:
     return out
 
 
-def start_fleet() -> tuple[subprocess.Popen[str], list[dict[str, object]]]:
-    proc = subprocess.Popen([PY, "-m", "console", "sim", "--fleet", "--print-json"], cwd=ROOT,
+def start_fleet(flavours: Sequence[str] = ()) -> tuple[subprocess.Popen[str], list[dict[str, object]]]:
+    """``enginedeck sim --fleet`` (``flavours``: only these engines) and its endpoints, one per engine."""
+    more = ["--engines", ",".join(flavours)] if flavours else []
+    proc = subprocess.Popen([PY, "-m", "console", "sim", "--fleet", "--print-json", *more], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     eps: list[dict[str, object]] = []
     assert proc.stdout is not None
-    while len(eps) < 4:
+    while len(eps) < (len(flavours) or 4):
         line = proc.stdout.readline()
         if not line:
             break

@@ -1,11 +1,17 @@
 """Issue 12's console figures, each beside its target, from one run (2 shared cores: compare in one run).
 
-    .venv/bin/python benchmarks/console_figures.py [--seconds 60] [--size 200x50] [--rounds 3] [--compare DIR]
+    .venv/bin/python benchmarks/console_figures.py [--seconds 60] [--size 200x50] [--engines 4] [--rounds 3]
+        [--compare DIR ...] [--py-spy DIR]
 
-1. CPU of `enginedeck attach` on the 4 engines of `enginedeck sim --fleet` at a 1 s refresh, divided by
-   the CPU of a bare Textual app that polls one of those engines' /metrics once a second and updates a
-   label. Both run at the same time, each in its own tmux pane, over the same --seconds window, so a
-   change in the machine's load hits both. Only the console process is counted (psutil on its PID).
+1. CPU of `enginedeck attach` on the engines of `enginedeck sim --fleet` (--engines: the first N of its
+   4 flavours, only those started) at a 1 s refresh, divided by the CPU of the floor: the minimal
+   dashboard of `floor_dashboard.py` (header, footer, four labels, three Sparklines, prometheus_client
+   parsing one engine's /metrics once a second), and beside it a bare Textual app that polls the same
+   /metrics and updates one label. All run at the same time, each in its own tmux pane, over the same
+   --seconds window, so a change in the machine's load hits all of them. Only each console's own
+   process is counted (psutil on its PID). With --py-spy DIR, each console is also sampled by
+   `py-spy record --gil --threads -f raw` over that window (DIR/<n>.txt; `pyspy_areas.py` reads them):
+   the sampling costs the consoles CPU, so the figures of such a run are not the ones to quote.
 2. The console's RSS at the end of that window (after --seconds + 5 s of running).
 3. Launch -> first frame with data: the time from starting the command until `tmux capture-pane`
    shows a scraped percentage (KV cache, prefix hits) in a row of the overview's engines table;
@@ -17,7 +23,8 @@
    at 1 s (benchmarks/recording.py's day, an hour long), and `enginedeck replay` opens it at its last
    second: the seek rebuilds the rings and the hour's 5 s summaries of every series, as the live console
    holds them after an hour. RSS after the engine detail's charts are drawn at the 1h window.
---compare DIR measures the console package in DIR too, in the same run (before/after a change).
+--compare DIR (repeatable) measures the console package in DIR too, in the same run (before/after a
+change); the start prints which console package each variant imports.
 Prints figures; asserts nothing. Needs tmux. Uses a private tmux server (-L).
 """
 
@@ -38,7 +45,10 @@ from pathlib import Path
 import psutil
 from console_cpu import start_fleet, stop_group  # this folder: the same fleet start/stop
 
+from console.sim.fleet_spec import FLEET_ENGINES
+
 ROOT = Path(__file__).resolve().parent.parent
+FLOOR = Path(__file__).resolve().parent / "floor_dashboard.py"
 PY = sys.executable
 BIN = str(Path(PY).parent / "enginedeck")
 SOCKET = f"edfig{os.getpid()}"
@@ -135,6 +145,17 @@ def median(xs: list[float | None]) -> str:
     return f"{statistics.median(seen):.2f} s{more}{missed}"
 
 
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def console_package(env: dict[str, str]) -> str:
+    """Where a variant's console package is imported from (PYTHONPATH must win over this tree's)."""
+    out = subprocess.run([PY, "-c", "import console; print(console.__file__)"], capture_output=True, text=True,
+                         check=True, env={**os.environ, **env}, cwd="/")
+    return str(Path(out.stdout.strip()).parent)
+
+
 def help_ms(env: dict[str, str]) -> float:
     walls = []
     for _ in range(10):
@@ -163,12 +184,17 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--size", default="200x50")
+    ap.add_argument("--engines", type=int, default=len(FLEET_ENGINES), choices=range(1, len(FLEET_ENGINES) + 1),
+                    help=f"the console attaches to the first N of {', '.join(FLEET_ENGINES)} (only those run)")
+    ap.add_argument("--py-spy", metavar="DIR", default="",
+                    help="also record each console with py-spy (raw, --gil, --threads) over the CPU window")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: cpu,start,demo,help")
     ap.add_argument("--hour", action="store_true", help="also the RSS with a full hour of history (part 6)")
-    ap.add_argument("--compare", metavar="DIR", default="",
+    ap.add_argument("--compare", metavar="DIR", action="append", default=[],
                     help="also measure the console package in DIR (e.g. `git archive REV console | tar -x -C DIR`), "
-                         "in the same run: the consoles side by side for CPU, alternating rounds for the timings")
+                         "in the same run: the consoles side by side for CPU, alternating rounds for the timings; "
+                         "repeatable")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     if shutil.which("tmux") is None:
@@ -178,12 +204,15 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="enginedeck-fig-"))
     env = {"ENGINEDECK_CONFIG_DIR": str(tmp / "cfg"), "TERM": "xterm-256color"}
     variants: list[tuple[str, dict[str, str]]] = [("this tree", env)]
-    if args.compare:
-        variants.append((args.compare, {**env, "PYTHONPATH": str(Path(args.compare).resolve())}))
-    print(f"machine: {psutil.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"window {w}x{h}")
+    for other in args.compare:
+        variants.append((other, {**env, "PYTHONPATH": str(Path(other).resolve())}))
+    flavours = FLEET_ENGINES[: args.engines]
+    print(f"machine: {psutil.cpu_count()} CPUs, load average {loadavg()}; window {w}x{h}; "
+          f"engines {','.join(flavours)}")
+    for label, venv in variants:
+        print(f"[{label}] console package: {console_package(venv)}")
     results: list[str] = []
-    fleet, eps = start_fleet()
+    fleet, eps = start_fleet(flavours)
     try:
         refs = " ".join(shlex.quote(f"{e['profile']}@{e['url']}") for e in eps)
         attach = f"{BIN} attach {refs} --gpus simulated --refresh 1"
@@ -207,30 +236,59 @@ def main() -> int:
             bare_path = tmp / "bare_polling_app.py"
             bare_path.write_text(BARE_POLLING_APP)
             url = f"{eps[0]['url']}/metrics"
+            n_eng = f"x{len(eps)}"
             consoles = [(label, Pane(f"console{n}", attach, (w, h), venv)) for n, (label, venv) in enumerate(variants)]
+            floor = Pane("floor", f"{PY} {FLOOR} {shlex.quote(url)}", (w, h), env)
             bare = Pane("bare", f"{PY} {bare_path} {shlex.quote(url)}", (w, h), env)
+            spies: list[subprocess.Popen[bytes]] = []
             try:
+                for _, pane in consoles:  # started (a loaded machine takes seconds to import it all)
+                    pane.first_data(60)
                 time.sleep(5)  # settle: first layouts, history starts
+                if args.py_spy:
+                    Path(args.py_spy).mkdir(parents=True, exist_ok=True)
+                    for n, (label, pane) in enumerate(consoles):
+                        out = Path(args.py_spy) / f"{n}.txt"
+                        print(f"[{label}] py-spy -> {out}")
+                        spies.append(subprocess.Popen(
+                            ["py-spy", "record", "--gil", "--threads", "-r", "100", "-d", str(round(args.seconds)),
+                             "-f", "raw", "-o", str(out), "--pid", str(pane.pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                load0 = loadavg()
                 c0 = [cpu_seconds(p.proc) for _, p in consoles]
-                b0, t0 = cpu_seconds(bare.proc), time.monotonic()
+                f0, b0, t0 = cpu_seconds(floor.proc), cpu_seconds(bare.proc), time.monotonic()
                 time.sleep(args.seconds)
                 c1 = [cpu_seconds(p.proc) for _, p in consoles]
-                b1, t1 = cpu_seconds(bare.proc), time.monotonic()
+                f1, b1, t1 = cpu_seconds(floor.proc), cpu_seconds(bare.proc), time.monotonic()
+                for spy in spies:
+                    spy.wait(timeout=60)
+                floor_pct = 100 * (f1 - f0) / (t1 - t0)
                 bare_pct = 100 * (b1 - b0) / (t1 - t0)
+                floor_rss = floor.proc.memory_info().rss / 1e6
                 bare_rss = bare.proc.memory_info().rss / 1e6
-                ok_bare = "series" in bare.text()
+                notes = ("" if "tok/s" in floor.text() else " (the floor dashboard never showed data!)") + (
+                    "" if "series" in bare.text() else " (the bare app's label never showed data!)")
+                results.append(f"CPU window {t1 - t0:.0f} s, {w}x{h}, load average {load0} -> {loadavg()}; "
+                               f"floor dashboard {floor_pct:.2f}% of a core, bare one-label app {bare_pct:.2f}%"
+                               f"{notes}")
+                first = 100 * (c1[0] - c0[0]) / (t1 - t0)
                 for (label, pane), a, b in zip(consoles, c0, c1, strict=True):
                     pct = 100 * (b - a) / (t1 - t0)
                     rss = pane.proc.memory_info().rss / 1e6
-                    note = "" if ok_bare else " (its label never showed data!)"
-                    results.append(f"[{label}] console CPU, attach x4 at 1 s: {pct:.2f}% of a core; bare Textual app "
-                                   f"polling one URL {bare_pct:.2f}%{note}; ratio {pct / bare_pct:.2f}  "
-                                   "(target <= 1.0, stretch 0.5)")
-                    results.append(f"[{label}] console RSS after {args.seconds + 5:.0f} s (attach x4): {rss:.1f} MB; "
-                                   f"bare app {bare_rss:.1f} MB  (target <= 60 MB)")
+                    vs = f"; this tree / it {first / pct:.2f}" if label != consoles[0][0] else ""
+                    results.append(f"[{label}] console CPU, attach {n_eng} at 1 s: {pct:.2f}% of a core; "
+                                   f"/ floor dashboard {pct / floor_pct:.2f} (target <= 1.0); "
+                                   f"/ bare app {pct / bare_pct:.2f}{vs}")
+                    results.append(f"[{label}] console RSS after {args.seconds + 5:.0f} s (attach {n_eng}): "
+                                   f"{rss:.1f} MB; floor dashboard {floor_rss:.1f} MB, bare app {bare_rss:.1f} MB  "
+                                   "(target <= 60 MB)")
             finally:
+                for spy in spies:
+                    if spy.poll() is None:
+                        spy.kill()
                 for _, pane in consoles:
                     pane.close()
+                floor.close()
                 bare.close()
     finally:
         stop_group(fleet)

@@ -5,16 +5,23 @@ it is stale, its CPU/RAM and GPUs) with the fleet's totals. Pure rendering of sn
 
 from __future__ import annotations
 
+import functools
+
 from rich.text import Text
 
 from console.model import EngineSnapshot, FleetSnapshot, GpuFleet, GpuSnapshot, HostSnapshot, HostView
 from console.ui import format as fmt
 
 
+@functools.lru_cache(maxsize=1024)
 def short_name(name: str) -> str:
     """An engine's name as screens show it: without the scheme of an attached engine's URL, and
     inert (a remote host's engine names are outside text). Credentials are masked before the scheme
-    goes: without it ``admin:pw@host`` no longer reads as a URL."""
+    goes: without it ``admin:pw@host`` no longer reads as a URL.
+
+    Kept per name (a bounded LRU; the result depends on the name only): an attached engine's name
+    holds "://", so the scrubber's URL rules run on it, 15-35 us a call on the development machine,
+    and the overview asks for every name several times a second (docs/performance.md)."""
     return fmt.shown(name).replace("http://", "").replace("https://", "")
 
 
@@ -41,7 +48,8 @@ def gpu_cells(g: GpuSnapshot, engine_of: dict[int, str]) -> list[Text]:
     if g.power_w is not None:
         power = Text(f"{g.power_w:.0f}" + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "") + " W")
     engines = g.engines or ((engine_of[g.index],) if g.index in engine_of else ())
-    owner = Text(fmt.fit_name(fmt.shown(", ".join(short_name(x) for x in engines)), GPU_ENGINE_W)) if engines else Text(
+    # short_name's names are inert already.
+    owner = Text(fmt.fit_name(", ".join(short_name(x) for x in engines), GPU_ENGINE_W)) if engines else Text(
         "-", style="dim")
     temp = fmt.unit(g.temperature_c, "°C")
     if g.temperature_c is not None and g.temperature_c >= 85:

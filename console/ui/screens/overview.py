@@ -35,7 +35,7 @@ from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
 from console.ui.widgets.chart import block_chart, spark
 from console.ui.widgets.footer import DeckFooter
-from console.ui.widgets.line import Line
+from console.ui.widgets.line import Line, text_key
 from console.ui.widgets.row_table import RowTable
 
 CellKey = tuple[str, str]
@@ -110,8 +110,8 @@ def _model(e: EngineSnapshot) -> Text:
 
 def engine_name(e: EngineSnapshot, hosts: bool) -> str:
     """The name column: without the ``HOST/`` prefix while the host column shows it (a remote host's
-    engine names are outside text: inert before the column is measured for them)."""
-    return fmt.shown(short_name(e.name.removeprefix(f"{e.host}/") if hosts and e.host else e.name))
+    engine names are outside text: short_name makes them inert before the column is measured)."""
+    return short_name(e.name.removeprefix(f"{e.host}/") if hosts and e.host else e.name)
 
 
 def host_cell(e: EngineSnapshot) -> Text:
@@ -206,7 +206,7 @@ class OverviewScreen(DeckScreen):
         self._health_w = 0
         self._role_eligible = False  # an engine has a role (the role column may show)
         self._row_order: list[str] = []
-        self._cells: dict[str, list[tuple[str, str]]] = {}
+        self._cells: dict[str, list[tuple[object, ...]]] = {}  # each shown cell's text_key
         self.marked: str | None = None  # the first engine of an A/B compare (m)
 
     # -- layout ------------------------------------------------------------------------------
@@ -386,7 +386,7 @@ class OverviewScreen(DeckScreen):
             for name in order:
                 table.add_row(*rows[name], key=name)
             self._row_order = order
-            self._cells = {n: [(t.plain, t.markup) for t in rows[n]] for n in order}
+            self._cells = {n: [text_key(t) for t in rows[n]] for n in order}
             if selected in order:
                 table.move_cursor(row=order.index(selected), column=col, animate=False)
             if not order:
@@ -396,7 +396,7 @@ class OverviewScreen(DeckScreen):
             new = rows[name]
             old = self._cells[name]
             for i, (c, t) in enumerate(zip(cols, new, strict=True)):
-                sig = (t.plain, t.markup)
+                sig = text_key(t)
                 if old[i] != sig:
                     old[i] = sig
                     table.update_cell(name, c.key, t)

@@ -12,7 +12,9 @@ else (a line that must wrap, tabs, justification, links or click actions) takes 
 
 from __future__ import annotations
 
-from rich.console import RenderableType
+from rich import get_console
+from rich.cells import cell_len
+from rich.console import Console, RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -22,12 +24,23 @@ from textual.widget import Widget
 from console.ui.format import shown_text
 
 
+def text_key(text: Text) -> tuple[object, ...]:
+    """What drawing ``text`` depends on, to tell a changed text from the same one: its words, style,
+    spans and layout settings as they are. ``Text.markup`` told it before, but it escapes and
+    rebuilds the whole text on every call (15-45 us for a table cell, docs/performance.md)."""
+    return (text.plain, text.style, tuple(text.spans), text.justify, text.overflow, text.no_wrap, text.end)
+
+
 def _offset(x: int, y: int) -> Style:
     return Style.from_meta({"offset": (x, y)})
 
 
-def _plain_lines(text: Text, width: int) -> list[Text] | None:
-    """The lines of ``text`` when each can be drawn as it is, at ``width``; else None."""
+def _plain_lines(text: Text, width: int, console: Console | None = None) -> list[list[Segment]] | None:
+    """The lines of ``text`` as segments, when each can be drawn as it is at ``width``; else None.
+
+    The whole text is rendered once and cut at its line ends: splitting it into a ``Text`` a line
+    and rendering each (as before) cost 1.7-3x as much for the overview's trends and GPU table,
+    whose every line changes every second (docs/performance.md)."""
     if text.justify not in (None, "default", "left") or "\t" in text.plain:
         return None
     for style in (text.style, *(span.style for span in text.spans)):
@@ -36,8 +49,13 @@ def _plain_lines(text: Text, width: int) -> list[Text] | None:
                 return None  # Textual's variables, actions and links: its path resolves them
         elif style.link or style._meta:
             return None
-    lines = text.split("\n", allow_blank=True)
-    return list(lines) if all(line.cell_len <= width for line in lines) else None
+    lines = list(Segment.split_lines(text.render(console or get_console(), end="")))
+    if not lines or text.plain.endswith("\n"):
+        lines.append([])  # split_lines yields no last, empty line: Text.split("\n", allow_blank) does
+    for line in lines:
+        if sum(cell_len(chunk) for chunk, _, _ in line) > width:
+            return None
+    return lines
 
 
 class Line(Widget):
@@ -48,7 +66,7 @@ class Line(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._content: RenderableType = Text("")
-        self._key: str | None = None
+        self._key: object = None
         self._lines = 1
         self._version = 0
         self._strips: tuple[tuple[int, int, Style], list[Strip] | None] | None = None
@@ -57,12 +75,12 @@ class Line(Widget):
     def content(self) -> RenderableType:
         return self._content
 
-    def show(self, content: RenderableType, key: str | None = None, *, lines: int | None = None) -> None:
-        """Display ``content``. ``key`` identifies it (Text: its markup) so unchanged text costs nothing;
+    def show(self, content: RenderableType, key: object = None, *, lines: int | None = None) -> None:
+        """Display ``content``. ``key`` identifies it (Text: ``text_key``) so unchanged text costs nothing;
         ``lines`` is its height when it is not Text (a layout pass happens only when the height changes).
         """
         if key is None:
-            key = content.markup if isinstance(content, Text) else None
+            key = text_key(content) if isinstance(content, Text) else None
         if key is not None and key == self._key:
             return
         self._key = key
@@ -82,10 +100,10 @@ class Line(Widget):
 
     def _own_strips(self, width: int, base: Style) -> list[Strip] | None:
         text = self._content
-        lines = _plain_lines(text, width) if isinstance(text, Text) else None
+        console = self.app.console
+        lines = _plain_lines(text, width, console) if isinstance(text, Text) else None
         if lines is None or not isinstance(text, Text):
             return None
-        console = self.app.console
         own = text.style  # Text.render leaves the text's own style to its caller
         under = base + (console.get_style(own) if isinstance(own, str) else own) if own else base
         strips = []
@@ -93,10 +111,10 @@ class Line(Widget):
             # In one pass, what Strip.apply_style and apply_offsets do (a Strip each): the style under
             # each segment's own, and the offsets Textual's text selection reads (as on its own path).
             segments, x = [], 0
-            for chunk, style, _ in line.render(console):
+            for chunk, style, _ in line:
                 segments.append(Segment(chunk, (under + style if style else under) + _offset(x, y)))
                 x += len(chunk)
-            strips.append(Strip(segments, line.cell_len))
+            strips.append(Strip(segments))
         return strips
 
     def render_line(self, y: int) -> Strip:
