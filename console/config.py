@@ -148,6 +148,9 @@ class ConsoleSettings:
     recording_dir: str | None = None
     record_retain: str = spec("48h", check=_duration)
     record_max_size: str = spec("1GB", check=_size)
+    # Where the bench's results are saved (the console's `s`, `enginedeck bench --save`); default:
+    # `bench` in the state dir. $ENGINEDECK_BENCH_DIR wins over it (console/paths.py).
+    bench_dir: str | None = None
 
 
 def _ssh(v: str, _: object) -> str:

@@ -46,3 +46,12 @@ def recordings_dir() -> Path:
     recording_dir`` between the two)."""
     env = os.environ.get("ENGINEDECK_RECORDING_DIR")
     return Path(env) if env else state_dir() / "recordings"
+
+
+def bench_results_dir(configured: str | None = None) -> Path:
+    """Where the bench's results are saved (the console's ``s``, ``enginedeck bench --save``):
+    ``$ENGINEDECK_BENCH_DIR``, else ``configured`` (``[console] bench_dir``), else ``bench`` in the
+    state dir; never the folder a command happened to start in. Absolute, so a notice can say it."""
+    env = os.environ.get("ENGINEDECK_BENCH_DIR")
+    chosen = Path(env) if env else Path(configured) if configured else state_dir() / "bench"
+    return chosen.expanduser().absolute()

@@ -28,9 +28,10 @@ import pytest
 # Set to a folder of the test's.
 FOLDER_VARIABLES = ("ENGINEDECK_STATE_DIR", "ENGINEDECK_CONFIG_DIR", "ENGINEDECK_CACHE_DIR",
                     "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME")  # fmt: skip
-# Removed: recordings then go to the state folder's `recordings` (console/paths.py), and a test that
-# sets `[console] recording_dir` sees it used, as a user without the variable would.
-CLEARED_VARIABLES = ("ENGINEDECK_RECORDING_DIR",)
+# Removed: recordings and bench results then go to the state folder's `recordings` and `bench`
+# (console/paths.py), and a test that sets `[console] recording_dir` or `bench_dir` sees it used, as a
+# user without the variable would.
+CLEARED_VARIABLES = ("ENGINEDECK_RECORDING_DIR", "ENGINEDECK_BENCH_DIR")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from console.client.aggregate import record_dict, summarize
 from console.client.gpu import GpuSampler, SimulatedGpuCollect, default_collect
@@ -67,6 +67,22 @@ class BenchConfig:
     # Single-GPU A/B: before each run stop the other engines and start this one (console/client/swap.py).
     swap: bool = False
     config_path: str | None = None
+
+
+def plan_line(cfg: BenchConfig) -> str:
+    """What each level runs, said before it starts: the measured prompts (``--num-prompts``, the
+    bench form's prompts/level) and the warmup requests before them, which the results leave out."""
+    levels = cfg.levels
+    if not levels:
+        return ""
+    counts = sorted({lv.num_prompts for lv in levels})
+    measured = f"{'/'.join(map(str, counts))} prompts/level measured"
+    if all(lv.mode == "closed" and lv.warmup is None for lv in levels):
+        return f"{measured}, after C warmup requests (not counted)"  # the default: one per worker
+    warm = sorted({lv.warmup_count for lv in levels})
+    if warm == [0]:
+        return f"{measured}, no warmup"
+    return f"{measured}, after {'/'.join(map(str, warm))} warmup requests (not counted)"
 
 
 # Prefix-cache flush endpoints. SGLang answers 400 while requests run; vLLM's exists only with
@@ -296,50 +312,93 @@ def prompt_token_check(cfg: BenchConfig, raws: dict[tuple[int, int, int], LevelR
     return {"compared": compared, "mismatches": len(mismatches), "examples": mismatches[:5], "ok": not mismatches}
 
 
-# Metrics combined across repeats: (key, path into a level summary).
-SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("completed", ("requests", "completed")),
-    ("failed", ("requests", "failed")),
-    ("cut", ("requests", "cut")),
-    ("error_rate", ("requests", "error_rate")),
-    ("ttft_p50_ms", ("latency", "ttft_ms", "p50")),
-    ("ttft_p90_ms", ("latency", "ttft_ms", "p90")),
-    ("ttft_p99_ms", ("latency", "ttft_ms", "p99")),
-    ("ttfo_p50_ms", ("latency", "ttfo_ms", "p50")),
-    ("tpot_p50_ms", ("latency", "tpot_ms", "p50")),
-    ("tpot_p90_ms", ("latency", "tpot_ms", "p90")),
-    ("tpot_p99_ms", ("latency", "tpot_ms", "p99")),
-    ("itl_p50_ms", ("latency", "itl_ms", "p50")),
-    ("itl_p90_ms", ("latency", "itl_ms", "p90")),
-    ("itl_p99_ms", ("latency", "itl_ms", "p99")),
-    ("chunk_gap_p99_ms", ("latency", "chunk_gap_ms", "p99")),
-    ("e2e_p50_ms", ("latency", "e2e_ms", "p50")),
-    ("e2e_p90_ms", ("latency", "e2e_ms", "p90")),
-    ("e2e_p99_ms", ("latency", "e2e_ms", "p99")),
-    ("request_tput", ("throughput", "request_tput")),
-    ("output_tput", ("throughput", "output_tput")),
-    ("steady_output_tput", ("throughput", "steady_output_tput")),
-    ("total_tput", ("throughput", "total_tput")),
-    ("goodput", ("throughput", "goodput")),
-    ("slo_attainment", ("throughput", "slo_attainment")),
-    ("avg_inflight", ("throughput", "avg_inflight")),
-    ("prompt_tokens_mean", ("tokens", "prompt_mean")),
-    ("output_tokens_mean", ("tokens", "output_mean")),
-    ("bundling_mean", ("tokens", "bundling_mean")),
-    ("prefix_hit_rate", ("server", "prefix_hit_rate")),
-    ("kv_usage_peak", ("server", "kv_usage_peak")),
-    ("preemptions", ("server", "preemptions")),
-    ("server_ttft_p50_ms", ("server", "ttft", "p50_ms")),
-    ("client_minus_server_ttft_p50_ms", ("server", "client_minus_server_ttft_p50_ms")),
-    ("gpu_util_mean", ("gpu", "util_mean_percent")),
-    ("gpu_power_mean_w", ("gpu", "power_mean_w")),
-    ("tokens_per_joule", ("gpu", "tokens_per_joule")),
-    ("joules_per_1k_output", ("gpu", "joules_per_1k_output")),
-    ("joules_per_response", ("gpu", "joules_per_response")),
-    ("client_cpu_percent", ("client", "cpu_percent")),
-    ("loop_lag_p99_ms", ("client", "loop_lag_ms", "p99")),
-    ("schedule_lag_p99_ms", ("client", "schedule_lag_ms", "p99")),
+# Which way is better for a metric: "lower" (latencies, failures, energy per token), "higher"
+# (throughput, goodput, hit rate, tokens per joule) or "neutral" (what describes the work or the
+# test itself rather than the engine's quality: token counts, GPU load, the load generator's health).
+Direction = Literal["lower", "higher", "neutral"]
+# What B is against A on one metric, by its direction; None where it has none or a value is missing.
+Verdict = Literal["better", "worse", "same"]
+
+# The one table of the metrics combined across repeats: (key, path into a level summary, direction).
+# The screen, the CLI's table, Markdown and the JSON document (``summary.direction``) all read it.
+SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...], Direction], ...] = (
+    # Out of the same prompts: more answered is better (fewer is a failure the next rows count).
+    ("completed", ("requests", "completed"), "higher"),
+    ("failed", ("requests", "failed"), "lower"),
+    # Still running when --max-duration ended the level: the test's time limit, counted apart.
+    ("cut", ("requests", "cut"), "neutral"),
+    ("error_rate", ("requests", "error_rate"), "lower"),
+    ("ttft_p50_ms", ("latency", "ttft_ms", "p50"), "lower"),
+    ("ttft_p90_ms", ("latency", "ttft_ms", "p90"), "lower"),
+    ("ttft_p99_ms", ("latency", "ttft_ms", "p99"), "lower"),
+    ("ttfo_p50_ms", ("latency", "ttfo_ms", "p50"), "lower"),
+    ("tpot_p50_ms", ("latency", "tpot_ms", "p50"), "lower"),
+    ("tpot_p90_ms", ("latency", "tpot_ms", "p90"), "lower"),
+    ("tpot_p99_ms", ("latency", "tpot_ms", "p99"), "lower"),
+    ("itl_p50_ms", ("latency", "itl_ms", "p50"), "lower"),
+    ("itl_p90_ms", ("latency", "itl_ms", "p90"), "lower"),
+    ("itl_p99_ms", ("latency", "itl_ms", "p99"), "lower"),
+    ("chunk_gap_p99_ms", ("latency", "chunk_gap_ms", "p99"), "lower"),
+    ("e2e_p50_ms", ("latency", "e2e_ms", "p50"), "lower"),
+    ("e2e_p90_ms", ("latency", "e2e_ms", "p90"), "lower"),
+    ("e2e_p99_ms", ("latency", "e2e_ms", "p99"), "lower"),
+    ("request_tput", ("throughput", "request_tput"), "higher"),
+    ("output_tput", ("throughput", "output_tput"), "higher"),
+    ("steady_output_tput", ("throughput", "steady_output_tput"), "higher"),
+    ("total_tput", ("throughput", "total_tput"), "higher"),
+    ("goodput", ("throughput", "goodput"), "higher"),
+    ("slo_attainment", ("throughput", "slo_attainment"), "higher"),
+    # Closed loop it is about C whatever the engine; open loop it follows latency, counted there.
+    ("avg_inflight", ("throughput", "avg_inflight"), "neutral"),
+    # The work itself: a different count means a different tokenizer or template, not a better engine.
+    ("prompt_tokens_mean", ("tokens", "prompt_mean"), "neutral"),
+    ("output_tokens_mean", ("tokens", "output_mean"), "neutral"),
+    ("bundling_mean", ("tokens", "bundling_mean"), "neutral"),
+    ("prefix_hit_rate", ("server", "prefix_hit_rate"), "higher"),
+    # A share of each engine's own KV pool, which each sizes its own way (vLLM's gpu_memory_utilization,
+    # SGLang's mem_fraction_static): two engines' peaks are not better or worse than each other.
+    ("kv_usage_peak", ("server", "kv_usage_peak"), "neutral"),
+    ("preemptions", ("server", "preemptions"), "lower"),
+    ("server_ttft_p50_ms", ("server", "ttft", "p50_ms"), "lower"),
+    # Network and client overhead, give or take a histogram bucket (it can be negative): not the engine.
+    ("client_minus_server_ttft_p50_ms", ("server", "client_minus_server_ttft_p50_ms"), "neutral"),
+    # Load and power alone say nothing without the work done: tokens per joule does.
+    ("gpu_util_mean", ("gpu", "util_mean_percent"), "neutral"),
+    ("gpu_power_mean_w", ("gpu", "power_mean_w"), "neutral"),
+    ("tokens_per_joule", ("gpu", "tokens_per_joule"), "higher"),
+    ("joules_per_1k_output", ("gpu", "joules_per_1k_output"), "lower"),
+    ("joules_per_response", ("gpu", "joules_per_response"), "lower"),
+    # The load generator's own health (CLIENT-BOUND), not the engine's.
+    ("client_cpu_percent", ("client", "cpu_percent"), "neutral"),
+    ("loop_lag_p99_ms", ("client", "loop_lag_ms", "p99"), "neutral"),
+    ("schedule_lag_p99_ms", ("client", "schedule_lag_ms", "p99"), "neutral"),
 )
+DIRECTION: dict[str, Direction] = {key: d for key, _, d in SUMMARY_METRICS}
+
+# B within 3% of A (either way) is "same", not better or worse: the medians of one level (32-64
+# requests) move by about that between two runs of the same engine on the same host, so a smaller
+# difference is not a result. With repeats the spread of the repeats widens it (``verdict``).
+SAME_BAND = 0.03
+
+
+def verdict(key: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> Verdict | None:
+    """B against A on metric ``key`` from their combined cells (``{median, min, max, n}``): "better",
+    "worse" or "same" by the metric's direction; None for a neutral metric or a missing value.
+
+    "same" when B's median is within ``SAME_BAND`` of A's, or, with repeats on both, when their
+    min-max ranges overlap (the difference is within what the repeats already disagree by)."""
+    direction = DIRECTION.get(key, "neutral")
+    if direction == "neutral" or a is None or b is None:
+        return None
+    va, vb = a["median"], b["median"]
+    if va == vb:
+        return "same"
+    if va > 0 and vb >= 0 and abs(vb / va - 1) < SAME_BAND:
+        return "same"
+    if a.get("n", 1) > 1 and b.get("n", 1) > 1 and a["min"] <= b["max"] and b["min"] <= a["max"]:
+        return "same"
+    # From A = 0 (no failure, no preemption) any B is infinitely far: the sign says which way.
+    return "better" if (vb < va) == (direction == "lower") else "worse"
 
 
 def _dig(d: Any, path: Sequence[str]) -> Any:
@@ -363,7 +422,7 @@ def combine(doc: dict[str, Any]) -> dict[str, Any]:
         for name in names:
             sums = [run["levels"][li] for run in doc["runs"] if run["engine"] == name and li < len(run["levels"])]
             metrics: dict[str, Any] = {}
-            for key, path in SUMMARY_METRICS:
+            for key, path, _ in SUMMARY_METRICS:
                 vals = [v for s in sums if isinstance(v := _dig(s, path), int | float) and not math.isnan(v)]
                 metrics[key] = (
                     {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
@@ -384,17 +443,20 @@ def combine(doc: dict[str, Any]) -> dict[str, Any]:
                 "stopped_early": next((e for s in sums if (e := _dig(s, ("requests", "stopped_early")))), ""),
             }
         ratio: dict[str, float | None] = {}
+        verdicts: dict[str, Verdict | None] = {}
         if len(names) >= 2:
             a, b = per_engine[names[0]], per_engine[names[1]]
-            for key, _ in SUMMARY_METRICS:
+            for key, _, _ in SUMMARY_METRICS:
                 va, vb = a.get(key), b.get(key)
                 # Ratios only of positive quantities (a signed difference has no meaningful ratio).
                 ok = va is not None and vb is not None and va["median"] > 0 and vb["median"] >= 0
                 ratio[key] = vb["median"] / va["median"] if ok and va is not None and vb is not None else None
+                verdicts[key] = verdict(key, va, vb)
         levels.append({
             "label": doc["config"]["levels"][li]["label"], "engines": per_engine, "flags": flags, "ratio_b_a": ratio,
+            "verdict_b_a": verdicts,
         })  # fmt: skip
-    return {"levels": levels, "engines": names}
+    return {"levels": levels, "engines": names, "direction": dict(DIRECTION), "same_band": SAME_BAND}
 
 
 def _config_dict(cfg: BenchConfig) -> dict[str, Any]:

@@ -220,7 +220,8 @@ async def run_level(
     records: list[RequestRecord] = []
     stop_reason = ""
     stopped_on_errors = False
-    completed = 0
+    completed = 0  # every request finished, warmup included (the error-rate stop counts them all)
+    warmup_completed = 0
     errors = 0
     completions_ns: list[int] = []
     last_progress = 0
@@ -240,12 +241,14 @@ async def run_level(
         if not force and now - last_progress < 1e9 / PROGRESS_HZ:
             return
         last_progress = now
-        progress(LevelProgress(target.name, spec.label, completed=completed, errors=errors, total=len(bodies),
-                               events=tokens_events))
+        progress(LevelProgress(target.name, spec.label, completed=completed - warmup_completed, errors=errors,
+                               total=len(bodies) - warm, events=tokens_events, warmup_completed=warmup_completed,
+                               warmup_total=warm))  # fmt: skip
 
     def done(rec: RequestRecord) -> None:
-        nonlocal completed, errors, tokens_events, stop_reason, stopped_on_errors
+        nonlocal completed, warmup_completed, errors, tokens_events, stop_reason, stopped_on_errors
         completed += 1
+        warmup_completed += int(rec.warmup)
         completions_ns.append(_perf_ns())
         tokens_events += len(rec.event_t_ns)
         if not rec.ok and not rec.cut:

@@ -30,14 +30,27 @@ class RunStarted:
 
 @dataclass(frozen=True, slots=True)
 class LevelProgress:
-    """A level under way (at most ``loadgen.PROGRESS_HZ`` times a second)."""
+    """A level under way (at most ``loadgen.PROGRESS_HZ`` times a second). The measured requests
+    and the warmup ones are counted apart: ``total`` is what the level measures (``--num-prompts``,
+    the bench form's prompts/level), the warmup requests run before them and are not in the results."""
 
     engine: str
     level: str
-    completed: int
-    errors: int
-    total: int  # requests in the level, warmup included
+    completed: int  # measured requests finished (ok or failed)
+    errors: int  # requests failed so far, warmup included
+    total: int  # measured requests in the level, warmup not included
     events: int  # token events received so far
+    warmup_completed: int = 0
+    warmup_total: int = 0
+
+    def counts(self) -> str:
+        """``2/32 (+1 warmup)``; while the warmup runs ``0/32 (+3/8 warmup)``: the measured count
+        reads against the prompts asked for, the warmup apart."""
+        out = f"{self.completed}/{self.total}"
+        if self.warmup_total:
+            done = self.warmup_completed
+            out += f" (+{done if done == self.warmup_total else f'{done}/{self.warmup_total}'} warmup)"
+        return out
 
 
 @dataclass(frozen=True, slots=True)

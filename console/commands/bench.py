@@ -76,6 +76,9 @@ def register(sub: Any) -> None:
     p.add_argument("--json", dest="json_out", metavar="FILE", help="write the result document (JSON)")
     p.add_argument("--csv", dest="csv_out", metavar="FILE", help="write one row per level, engine and metric (CSV)")
     p.add_argument("--markdown", dest="md_out", metavar="FILE", help="write the result table (Markdown)")
+    p.add_argument("--save", action="store_true",
+                   help="also save JSON and Markdown into the results folder ([console] bench_dir, "
+                        "$ENGINEDECK_BENCH_DIR, else the state folder's bench), as the console's s does")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--api-key-env", metavar="NAME", help="env var with the API key for PROFILE@URL engines")
     p.add_argument("--config", metavar="FILE", help="configuration file (default: the platform config path)")
@@ -182,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         except HTTPError as exc:
             raise UserError(shown(str(exc)), exit_code=EXIT_UNREACHABLE) from None
     last = [0.0]
+    live_width = [0]  # the counts line rewritten in place ("\r"): a shorter one is padded over the last
 
     def progress(ev: BenchEvent) -> None:
         if args.quiet:
@@ -200,10 +204,20 @@ def run(args: argparse.Namespace) -> int:
                     + (f", {tput:.0f} tok/s" if tput else ""))  # fmt: skip
         elif isinstance(ev, LevelProgress) and _isatty(sys.stderr) and now - last[0] > 0.5:
             last[0] = now
-            line, end = f"    {ev.level}: {ev.completed}/{ev.total}", "\r"
+            # The measured count against --num-prompts, the warmup apart: "C=1: 2/32 (+1 warmup)".
+            line = f"    {ev.level}: {ev.counts()}" + (f", {ev.errors} failed" if ev.errors else "")
+            line, end = line.ljust(live_width[0]), "\r"
+            live_width[0] = len(line)
         if line:
+            if end == "\n" and live_width[0]:
+                line = line.ljust(live_width[0])
+                live_width[0] = 0
             _say(line, end=end)
 
+    if not args.quiet:
+        from console.client.bench import plan_line
+
+        _say(f"{', '.join(lv.label for lv in cfg.levels)}: {plan_line(cfg)}")
     got: list[int] = []
     try:
         with _stop_signals(got.append):
@@ -215,10 +229,23 @@ def run(args: argparse.Namespace) -> int:
         doc["interrupted_by"] = signal.Signals(got[0]).name
     # The files first: after a hangup the terminal may be gone, and the results must not be.
     write_outputs(doc, json_path=args.json_out, csv_path=args.csv_out, md_path=args.md_out)
+    saved: tuple[Any, ...] = ()
+    if args.save:
+        from console.client.report import save_results
+        from console.config import load_config
+        from console.paths import bench_results_dir
+
+        folder = bench_results_dir(load_config(args.config).console.bench_dir)
+        try:
+            saved = save_results(doc, folder)
+        except OSError as exc:
+            _say(f"enginedeck: bench: could not save into {folder}: {exc.strerror or exc}")
     _say(render_text(doc), end="", out=sys.stdout)
     for label, path in (("JSON", args.json_out), ("CSV", args.csv_out), ("Markdown", args.md_out)):
         if path:
             _say(f"{label} written to {path}")
+    if saved:
+        _say(f"saved {saved[0]} and {saved[1].name}")
     if doc.get("interrupted"):
         done = len(doc["summary"]["levels"])
         why = f" by {doc['interrupted_by']}" if got else ""

@@ -138,6 +138,7 @@ _BENCH: tuple[tuple[str, str], ...] = (
 
 
 def explain_bench(key: str) -> Text:
+    from console.client.bench import DIRECTION, SAME_BAND
     from console.client.report import ROWS
 
     out = Text()
@@ -146,16 +147,17 @@ def explain_bench(key: str) -> Text:
         out.append("Benchmark results\n", style="bold")
         out.append("Move the cursor to a result row (r runs a benchmark), then e explains its metric.\n")
         return out
-    _, label, _, lower_better = row
+    _, label, _ = row
+    direction = DIRECTION.get(key, "neutral")
     out.append(label + "\n", style="bold")
     meaning = next((text for prefix, text in _BENCH if key.startswith(prefix)), "")
     out.append((meaning or "A benchmark metric.") + "\n\n")
     if key.endswith(("_p50_ms", "_p90_ms", "_p99_ms")):
         out.append("Percentile: ", style="bold")
         out.append(f"p{key.rsplit('_', 2)[-2][1:]} over the level's measured requests.\n")
-    if lower_better is not None:
-        out.append("Better: ", style="bold")
-        out.append(("lower" if lower_better else "higher") + "\n")
+    out.append("Better: ", style="bold")
+    out.append(f"{direction}; B/A is marked ▲ better or ▼ worse, ≈ same within {SAME_BAND:.0%}\n"
+               if direction != "neutral" else "neither (it describes the work or the test, not the engine)\n")
     out.append("Columns: ", style="bold")
     out.append(
         "one per engine (the median over repeats; min-max when repeats disagree), then B/A, the ratio of the medians.\n"

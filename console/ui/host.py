@@ -30,6 +30,7 @@ class UiOptions:
     simulated: bool = False
     title: str = ""
     alert_bell: bool = False  # ring the terminal bell when an alert starts firing
+    bench_dir: str | None = None  # [console] bench_dir: where the bench's `s` saves (console/paths.py)
     # Why read-only mode is on, as the refusals say it ("replay"); empty: "read-only mode".
     read_only_reason: str = ""
     # Shown on the no-configuration screen (None = engines are configured).

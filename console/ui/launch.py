@@ -168,7 +168,8 @@ def run_console(
             app = DeckApp(
                 hub,
                 options=UiOptions(read_only=settings.read_only, layout=settings.layout, mouse=settings.mouse,
-                                  simulated=simulated, title=title, alert_bell=settings.alert_bell),
+                                  simulated=simulated, title=title, alert_bell=settings.alert_bell,
+                                  bench_dir=settings.bench_dir),
                 profiles=profiles,
                 instances={i.name: i for i in instances},
                 lifecycle=lifecycle,

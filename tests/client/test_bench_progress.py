@@ -31,9 +31,12 @@ def test_progress_events_are_typed_and_in_run_order() -> None:
     assert [(e.engine, e.level, e.completed, e.failed) for e in done] == [(a.ref, "C=2", 4, 0), (b.ref, "C=2", 4, 0)]
     assert all(e.ttft_p50_ms is not None and e.ttft_p50_ms > 0 for e in done)
     # Each engine's events lie between its start and its level's end; the last progress report counts
-    # every request of the level (warmup included).
+    # the 4 measured requests against the 4 asked for, and the 2 warmup ones apart (never "6/6").
     for start, end in zip(starts, done, strict=True):
         own = events[events.index(start) + 1 : events.index(end)]
         assert own and all(isinstance(e, LevelProgress) and e.engine == start.engine for e in own)
         last = own[-1]
-        assert isinstance(last, LevelProgress) and (last.completed, last.total, last.errors) == (6, 6, 0)
+        assert isinstance(last, LevelProgress)
+        assert (last.completed, last.total, last.errors, last.warmup_completed, last.warmup_total) == (4, 4, 0, 2, 2)
+        assert last.counts() == "4/4 (+2 warmup)"
+        assert all(e.total == 4 and e.warmup_total == 2 for e in own if isinstance(e, LevelProgress))

@@ -15,11 +15,12 @@ from tests.ui.conftest import AppFactory
 from tests.ui.test_small_terminal import _plain, _settle, _show, bench_doc
 
 # What a demo run of vllm-sim against sglang-sim logs before it is done (console/ui/screens/bench.py).
-RUN_LOG = ["ready: models Qwen/Qwen3-0.6B, Qwen/Qwen3-0.6B", "[1/2] vllm-sim (repeat 1)",
-           "   vllm-sim C=1: 32/32 (0 errors)", "   C=1: 32 ok, 0 failed, TTFT p50 54.7 ms",
-           "   vllm-sim C=8: 40/40 (0 errors)", "   C=8: 32 ok, 0 failed, TTFT p50 88.4 ms",
-           "[2/2] sglang-sim (repeat 1)", "   sglang-sim C=1: 32/32 (0 errors)",
-           "   C=1: 32 ok, 0 failed, TTFT p50 35.3 ms", "   sglang-sim C=8: 32/32 (0 errors)",
+RUN_LOG = ["ready: models Qwen/Qwen3-0.6B, Qwen/Qwen3-0.6B · 32 prompts/level measured, after C warmup requests "
+           "(not counted)", "[1/2] vllm-sim (repeat 1)",
+           "   vllm-sim C=1: 32/32 (+1 warmup), 0 errors", "   C=1: 32 ok, 0 failed, TTFT p50 54.7 ms",
+           "   vllm-sim C=8: 32/32 (+8 warmup), 0 errors", "   C=8: 32 ok, 0 failed, TTFT p50 88.4 ms",
+           "[2/2] sglang-sim (repeat 1)", "   sglang-sim C=1: 32/32 (+1 warmup), 0 errors",
+           "   C=1: 32 ok, 0 failed, TTFT p50 35.3 ms", "   sglang-sim C=8: 32/32 (+8 warmup), 0 errors",
            "   C=8: 32 ok, 0 failed, TTFT p50 79.6 ms"]
 
 
@@ -51,11 +52,14 @@ async def test_a_finished_run_at_80x24_shows_done_and_whole_column_titles(make_a
         await _settle(pilot)
         log = screen.query_one("#bench-progress", Static)
         visible = _visible_lines(log)
-        assert visible and visible[-1].startswith("done · B/A = sglang-sim ÷ vllm-sim · s saves"), visible
+        # The done line says which engine is B and which A, and what the marks mean (it wraps at 80).
+        assert visible and visible[-1].startswith(
+            "done · B/A = sglang-sim ÷ vllm-sim: ▲ better ▼ worse ≈ within 3% · s saves"), visible
         assert not any("[2/2]" in line for line in visible)
         table = screen.query_one("#bench-table", DataTable)
         titles = [str(c.label) for c in table.columns.values()]
-        assert titles == ["level", "metric", "vllm-sim", "sglang-sim", "B/A"]
+        # At 80 columns one block per level, each under a row naming it (no level column).
+        assert titles == ["metric", "vllm-sim", "sglang-sim", "B/A"]
         # Every column on screen whole: no title or cell cut at the right edge.
         assert table.virtual_size.width <= table.scrollable_content_region.width, table.virtual_size
 

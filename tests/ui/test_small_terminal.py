@@ -22,6 +22,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label, Static
 from textual.widgets._toast import Toast
 
+from console.paths import state_dir
 from console.ui.app import DeckApp
 from console.ui.screens.bench import BenchScreen
 from console.ui.screens.engine import EngineScreen
@@ -124,14 +125,17 @@ async def test_bench_results_fit_80_columns_and_s_saves_them(
         assert table.region.height >= 10
         await pilot.press("s")
         await _settle(pilot)
-        saved_json = sorted(tmp_path.glob("enginedeck-bench-*.json"))
-        saved_md = sorted(tmp_path.glob("enginedeck-bench-*.md"))
+        # Into the results folder (the state folder's bench by default), never the current folder.
+        assert not list(tmp_path.glob("enginedeck-bench-*"))
+        results = state_dir() / "bench"
+        saved_json = sorted(results.glob("enginedeck-bench-*.json"))
+        saved_md = sorted(results.glob("enginedeck-bench-*.md"))
         assert len(saved_json) == 1 and len(saved_md) == 1
         doc = json.loads(saved_json[0].read_text())
         assert doc["summary"] == bench_doc()["summary"]
         assert "| TTFT p50 (ms) |" in saved_md[0].read_text()
         said = [str(n.message) for n in app._notifications]
-        assert any(str(saved_json[0]) in m and str(saved_md[0]) in m for m in said), said
+        assert any(f"saved {saved_json[0]} and {saved_md[0].name}" == m for m in said), said
         assert str(saved_json[0]) in _plain(screen.query_one("#bench-progress", Static))
 
 
