@@ -24,7 +24,7 @@ from console.ui.screens.bench import BenchScreen
 from tests.client.simproc import sims
 from tests.ui.frozen import FrozenSource
 
-SLOW, FAST = "1", "4"  # the simulators' speed-up: B 4x faster or slower than A, far outside 3%
+SLOW, FAST = "0.5", "4"  # the simulators' speed-up: B 8x faster or slower than A, far outside 3%
 
 
 def _app(engines: dict[str, str], **options: Any) -> DeckApp:
@@ -114,7 +114,7 @@ async def test_a_real_ab_bench_reads_with_direction_and_saves_to_the_results_fol
             else:
                 assert {"C=1|ttft_p50_ms", "C=2|ttft_p50_ms", "C=1|", "C=2|"} <= set(keys)
 
-            # B/A marked by each metric's direction: a 4x faster B has lower TTFT and higher requests/s,
+            # B/A marked by each metric's direction: an 8x faster B has lower TTFT and higher requests/s,
             # and both read "▲ better"; a slower one "▼ worse" on both. Equal counts read "≈ same", a
             # neutral metric no mark. Side by side each line holds both levels; in blocks, one each.
             want = "▲ better" if b_faster else "▼ worse"

@@ -305,18 +305,24 @@ class BenchScreen(DeckScreen):
         t.clear(columns=True)
         widths = iter(layout.widths)
         t.header_height = 2 if layout.side else 1
-        t.add_column(Text("\nmetric") if layout.side else "metric", key="metric", width=next(widths))
+        metric = t.add_column("metric", key="metric", width=next(widths))
+        if layout.side:
+            t.columns[metric].label = Text("\nmetric")
         levels = doc["summary"]["levels"]
         groups = levels if layout.side else levels[:1]
         for gi, level in enumerate(groups):
             if layout.side and layout.rules and gi:
-                t.add_column(Text("│\n│", style="dim"), key=f"rule{gi}", width=next(widths))
+                rule = t.add_column("│", key=f"rule{gi}", width=next(widths))
+                t.columns[rule].label = Text("│\n│", style="dim")
             for ci, lab in enumerate(cols.labels):
                 w = next(widths)
                 top = level["label"] if layout.side and ci == 0 else ""
                 # "B/A", not "sglang-sim/vllm-sim": two names do not fit 80 columns beside the metric;
                 # the progress line says which engine is B and which A.
-                t.add_column(_header(top, lab, w, layout.side), key=f"{level['label']}|{lab}|{ci}", width=w)
+                key = t.add_column(lab, key=f"{level['label']}|{lab}|{ci}", width=w)
+                # Set here, not through add_column, which makes a title one line: two lines side by
+                # side (the level over the engines), each made safe already.
+                t.columns[key].label = _header(top, lab, w, layout.side)
         by_level = [comparison_rows(level, names) for level in levels]
         self._notes = {level["label"]: level_notes(doc, level) for level in levels}
         if layout.side:
@@ -330,8 +336,11 @@ class BenchScreen(DeckScreen):
                 t.add_row(*cells, key=f"|{first.key}")
         else:
             for level, rows in zip(levels, by_level, strict=True):
-                # The level once, where it starts: the table reads as one block per level.
-                t.add_row(Text(level["label"], style="bold"), *([""] * len(cols.labels)), key=f"{level['label']}|")
+                # The level once, where it starts, ruled across the metric column: the table reads as
+                # one block per level, also without colour.
+                name = fmt.shown(level["label"])
+                heading = Text(name, style="bold").append(" " + "─" * (layout.widths[0] - cell_len(name) - 1), "dim")
+                t.add_row(heading, *([""] * len(cols.labels)), key=f"{level['label']}|")
                 for row in rows:
                     t.add_row(row.label, *_cells(row, len(cols.labels), layout.words),
                               key=f"{level['label']}|{row.key}")  # fmt: skip
@@ -462,9 +471,9 @@ def pick_layout(cols: ResultColumns, width: int, padding: int = 1) -> TableLayou
 def _header(top: str, label: str, width: int, side: bool) -> Text:
     """A column title: the engine (or B/A) right-aligned over its numbers; side by side, a first
     line with the level over its first column, from the left."""
+    top, label = fmt.shown(top), fmt.shown(label)
     if not side:
         return Text(label, justify="right")
-    top, label = fmt.shown(top), fmt.shown(label)
     return Text(top + " " * (width - cell_len(top)) + "\n" + " " * (width - cell_len(label)) + label)
 
 
