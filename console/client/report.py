@@ -175,13 +175,13 @@ def level_notes(doc: dict[str, Any], level: dict[str, Any]) -> list[str]:
     return notes
 
 
-def render_text(doc: dict[str, Any]) -> str:
-    """The comparison as rich tables rendered to plain text (for the CLI)."""
+def render_text(doc: dict[str, Any], width: int = 160) -> str:
+    """The comparison as rich tables rendered to plain text (for the CLI), at most ``width`` wide."""
     from rich.console import Console
     from rich.table import Table
 
     buf = io.StringIO()
-    console = Console(file=buf, width=160, force_terminal=False, color_system=None)
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None)
     names = doc["summary"]["engines"]
     if doc.get("interrupted"):
         console.print(f"INTERRUPTED: {_interrupted_note(doc)}\n")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import sys
 import time
@@ -240,7 +241,9 @@ def run(args: argparse.Namespace) -> int:
             saved = save_results(doc, folder)
         except OSError as exc:
             _say(f"enginedeck: bench: could not save into {folder}: {exc.strerror or exc}")
-    _say(render_text(doc), end="", out=sys.stdout)
+    # In a terminal, as wide as it is (a 160-column table wraps into a mess at 80); else 160.
+    width = shutil.get_terminal_size((160, 24)).columns if _isatty(sys.stdout) else 160
+    _say(render_text(doc, width=max(60, width)), end="", out=sys.stdout)
     for label, path in (("JSON", args.json_out), ("CSV", args.csv_out), ("Markdown", args.md_out)):
         if path:
             _say(f"{label} written to {path}")
