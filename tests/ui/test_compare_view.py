@@ -5,6 +5,7 @@ and ``c`` passing over an engine without the compared metrics."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -14,8 +15,8 @@ from console.telemetry.source import ENGINE_SERIES
 from console.ui.screens.compare import COMPARE_CHARTS, CompareScreen, compare_target
 from console.ui.screens.overview import OverviewScreen
 from console.ui.widgets.pairchart import PairChart
-from console.ui.widgets.pairplot import BOTH_GLYPH, CLIP_UP, PairDrawn, draw_pair, robust_range
-from console.ui.widgets.plot import COUNT, FRACTION_PCT, SECONDS, SERIES_STYLES, TOKENS_PER_S, Series
+from console.ui.widgets.pairplot import BOTH_GLYPH, CLIP_UP, Better, PairDrawn, draw_pair, robust_range
+from console.ui.widgets.plot import COUNT, FRACTION_PCT, SECONDS, SERIES_STYLES, TOKENS_PER_S, Series, Unit
 from tests.ui.conftest import AppFactory
 from tests.ui.frozen import T0, FrozenSource, frozen_fleet
 
@@ -49,10 +50,10 @@ def _is_braille(ch: str) -> bool:
     return 0x2801 <= ord(ch) <= 0x28FF
 
 
-def _draw(a: list[float], b: list[float], unit: object = SECONDS, better: object = "lower", *, width: int = 60,
+def _draw(a: list[float], b: list[float], unit: Unit = SECONDS, better: Better = "lower", *, width: int = 60,
           height: int = 14, title: str = "TTFT p99") -> PairDrawn:
-    return draw_pair(title, [Series("vllm-sim", _rows(a)), Series("sglang-sim", _rows(b))], unit,  # type: ignore[arg-type]
-                     better, end=T_END, window=300.0, width=width, height=height)  # type: ignore[arg-type]
+    return draw_pair(title, [Series("vllm-sim", _rows(a)), Series("sglang-sim", _rows(b))], unit, better,
+                     end=T_END, window=300.0, width=width, height=height)
 
 
 def test_a_step_is_one_connected_line_and_the_second_engine_another_glyph() -> None:
@@ -64,7 +65,7 @@ def test_a_step_is_one_connected_line_and_the_second_engine_another_glyph() -> N
     assert len(drawn) >= len(rows[0]) - 1  # a line across the whole window
     for x in drawn:  # each column's cells are one vertical run ...
         assert max(first[x]) - min(first[x]) + 1 == len(first[x]), (x, first[x], "\n".join(rows))
-    for x, y in zip(drawn, drawn[1:], strict=False):  # ... that touches the next column's
+    for x, y in itertools.pairwise(drawn):  # ... that touches the next column's
         assert min(first[y]) <= max(first[x]) + 1 and min(first[x]) <= max(first[y]) + 1, "\n".join(rows)
     # The step joins its two levels: some column's run spans rows, the low level to the high one.
     assert any(len(ys) >= 2 for ys in first), "\n".join(rows)
@@ -88,14 +89,14 @@ def test_two_lines_10_percent_apart_are_drawn_apart() -> None:
 
 
 def test_a_1_ms_wobble_on_50_ms_does_not_fill_the_height() -> None:
-    lo, hi = robust_range([0.0495, 0.0505], [0.050], SECONDS)
+    lo, hi = robust_range([[0.0495, 0.0505], [0.050]], [0.050], SECONDS)
     assert hi - lo >= 0.2 * 0.050 - 1e-12  # at least +-10% of the level
     d = _draw([0.0495 + 0.001 * (i % 2) for i in range(300)], [0.050] * 300, height=14)
     rows = _plot_rows(d)
     a_rows = set().union(*_cells(rows, HALF_BLOCKS + BOTH_GLYPH))
     assert len(a_rows) <= 3, "\n".join(d.plain)  # of 10 plot rows
     # Near zero, a floor by unit: one waiting request is not the whole height either.
-    lo, hi = robust_range([0.0, 1.0], [0.0], COUNT)
+    lo, hi = robust_range([[0.0, 1.0], [0.0]], [0.0], COUNT)
     assert (lo, hi) == (0.0, 4.0)
 
 
@@ -114,6 +115,15 @@ def test_one_spike_is_clipped_and_marked_and_the_rest_keeps_the_height() -> None
     b_cells = [{y for y, r in enumerate(rows) if x < len(r) and _is_braille(r[x])} for x in range(len(rows[0]))]
     below = sum(1 for ra, rb in zip(a_cells, b_cells, strict=True) if ra and rb and min(ra) > max(rb))
     assert below >= 0.8 * len(rows[0]), "\n".join(d.plain)
+
+
+def test_a_startup_minute_is_clipped_but_a_level_held_two_minutes_is_drawn() -> None:
+    startup = [0.380] * 60 + _wobble(0.050, 240)
+    d = _draw(startup, _wobble(0.055))
+    assert d.clipped == (f"{CLIP_UP} vllm-sim max 380 ms",), "\n".join(d.plain)
+    held = [0.080] * 120 + _wobble(0.050, 180)  # two minutes at 80 ms, then 50 ms: a level, not a spike
+    d = _draw(held, _wobble(0.055))
+    assert d.clipped == () and "80 ms" in d.plain[1], "\n".join(d.plain)
 
 
 def test_the_newest_value_is_never_clipped() -> None:

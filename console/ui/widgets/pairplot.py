@@ -6,11 +6,12 @@ Plain string work, no Textual. What sets it apart from ``plot.draw`` (the engine
   (a solid line), the second in braille dots (a dotted one); a column's vertical run reaches halfway
   to each neighbour's level, so a step reads as a line, not as two loose cells. A cell both lines
   reach shows ``BOTH_GLYPH``. A gap (nothing collected) breaks the line.
-- A y-range from the bulk of the window's column values (10th to 90th percentile, widened by a fence
-  of 1.5 times their spread), the newest values always inside it: one spike does not squash the
-  rest into a row. A point outside the range is drawn at the edge with an arrow (``CLIP_UP``,
-  ``CLIP_DOWN``) and named in a note ("↑ vllm-sim max 400 ms"). The range spans at least +-10% of
-  its level (or a floor by unit near zero): a 1 ms wobble on 50 ms does not fill the height.
+- A y-range from the bulk of each engine's column values over the window (20th to 80th percentile,
+  widened by a fence of 1.5 times their spread), the newest values always inside it: one spike
+  does not squash the rest into a row. A point outside the range is drawn at the edge with an arrow
+  (``CLIP_UP``, ``CLIP_DOWN``) and named in a note ("↑ vllm-sim max 400 ms"). The range spans at
+  least +-10% of its level (or a floor by unit near zero): a 1 ms wobble on 50 ms does not fill
+  the height.
 - A verdict: the second engine's median over the window against the first's, over the columns both
   have data in ("sglang-sim TTFT p99 23% lower than vllm-sim over 5m"), with whether that is better
   (per metric: lower latency and queue, higher throughput; none for KV use) as a mark (▲ better,
@@ -55,9 +56,10 @@ _HALVES = 2  # levels of a cell in half blocks
 _DOT_ROWS = 4  # levels of a cell in braille
 _EDGE = 1e-6  # a value on the scale's edge, give or take a float's rounding, is on the chart
 
-# The bulk of a window: the column values between these percentiles; a value further than FENCE
-# times their spread beyond them is clipped.
-BULK = (0.1, 0.9)
+# The bulk of a series over the window: its column values between these percentiles; a value
+# further than FENCE times their spread beyond them is clipped. A spike up to a fifth of the window
+# (a startup's minute of five) is clipped; a longer level is the series' own and drawn.
+BULK = (0.2, 0.8)
 FENCE = 1.5
 MIN_HALF_SPAN = 0.1  # the range reaches at least +-10% of its level
 # Near zero, the smallest span by unit (stored units): a 0.1 ms ITL wobble or one waiting request
@@ -117,22 +119,27 @@ def _span_floor(unit: Unit) -> float:
     return SPAN_FLOOR["s"] if unit.seconds else SPAN_FLOOR.get(unit.suffix, 0.0)
 
 
-def robust_range(values: Sequence[float], latest: Sequence[float], unit: Unit) -> tuple[float, float]:
-    """The range (stored units) a compare chart scales to: the bulk of ``values`` and the fence around
-    it, ``latest`` (each engine's newest column) always inside, at least +-10% of its level (or the
-    unit's floor) wide."""
-    ordered = sorted(values)
-    q_lo, q_hi = _quantile(ordered, BULK[0]), _quantile(ordered, BULK[1])
-    level = _quantile(ordered, 0.5)
-    min_span = max(2 * MIN_HALF_SPAN * abs(level), _span_floor(unit))
-    reach = FENCE * max(q_hi - q_lo, min_span)
-    kept = [v for v in ordered if q_lo - reach <= v <= q_hi + reach]
-    kept.extend(latest)
+def robust_range(per_series: Sequence[Sequence[float]], latest: Sequence[float], unit: Unit) -> tuple[float, float]:
+    """The range (stored units) a compare chart scales to: each series' bulk and the fence around it
+    (so one engine's level never makes the other's an outlier), ``latest`` (each engine's newest
+    column) always inside, at least +-10% of its level (or the unit's floor) wide."""
+    kept = list(latest)
+    everything: list[float] = []
+    for values in per_series:
+        if not values:
+            continue
+        ordered = sorted(values)
+        everything.extend(ordered)
+        q_lo, q_hi = _quantile(ordered, BULK[0]), _quantile(ordered, BULK[1])
+        min_span = max(2 * MIN_HALF_SPAN * abs(_quantile(ordered, 0.5)), _span_floor(unit))
+        reach = FENCE * max(q_hi - q_lo, min_span)
+        kept.extend(v for v in ordered if q_lo - reach <= v <= q_hi + reach)
     lo, hi = min(kept), max(kept)
+    min_span = max(2 * MIN_HALF_SPAN * abs(_quantile(sorted(everything), 0.5)), _span_floor(unit))
     if hi - lo < min_span:
         mid = lo / 2 + hi / 2
         lo, hi = mid - min_span / 2, mid + min_span / 2
-        if ordered[0] >= 0 and lo < 0:  # a non-negative series keeps a non-negative axis
+        if min(everything) >= 0 and lo < 0:  # a non-negative series keeps a non-negative axis
             lo, hi = 0.0, min_span
     return lo, hi
 
@@ -304,7 +311,8 @@ def _labels_width(scale: Scale, suffix: str, plot_h: int) -> int:
 def _scale(cols: Sequence[Sequence[tuple[float, float, float] | None]], unit: Unit, plot_h: int
            ) -> tuple[Scale, str, float]:
     """The chart's scale in shown units, with the unit's suffix and factor."""
-    values = [c[2] for s in cols for c in s if c is not None]
+    per_series = [[c[2] for c in s if c is not None] for s in cols]
+    values = [v for s in per_series for v in s]
     latest = [next((c[2] for c in reversed(s) if c is not None), None) for s in cols]
     if unit.lo is not None and unit.hi is not None:  # a fraction of a capacity: its whole range
         lo, hi = unit.lo, unit.hi
@@ -313,7 +321,7 @@ def _scale(cols: Sequence[Sequence[tuple[float, float, float] | None]], unit: Un
     if not values:
         suffix, factor = _display(unit, 0.0)
         return nice_scale(0.0, 1.0), suffix, factor
-    lo, hi = robust_range(values, [v for v in latest if v is not None], unit)
+    lo, hi = robust_range(per_series, [v for v in latest if v is not None], unit)
     suffix, factor = _display(unit, max(abs(lo), abs(hi)))
     return _tightest(lo * factor, hi * factor, plot_h), suffix, factor
 
@@ -353,9 +361,10 @@ def legend(names: tuple[str, str], nows: tuple[float | None, float | None], seen
     """Both engines with their glyph and current value in ``room`` cells; names cut in their middle
     (longest first) when they do not fit, unless ``whole`` (then none: an empty list)."""
     values = [_value(v, s, unit) for v, s in zip(nows, seen, strict=True)]
-    fixed = sum(2 + 1 + len(v) for v in values) + 2  # "▀ " + " value", twice, and the gap between
+    fixed = sum(2 + 1 + len(v) for v in values)  # "▀ " and " value", twice
+    gap = "  " if fixed + 2 + len(names[0]) + len(names[1]) <= room else " "
     cut = list(names)
-    while fixed + len(cut[0]) + len(cut[1]) > room:
+    while fixed + len(gap) + len(cut[0]) + len(cut[1]) > room:
         if whole:
             return []
         k = 0 if len(cut[0]) >= len(cut[1]) else 1
@@ -365,7 +374,7 @@ def legend(names: tuple[str, str], nows: tuple[float | None, float | None], seen
     out: list[Segment] = []
     for k in (0, 1):
         if k:
-            out.append(("  ", ""))
+            out.append((gap, ""))
         out.append((LEGEND_GLYPHS[k] + " ", SERIES_STYLES[k]))
         out.append((f"{cut[k]} {values[k]}", ""))
     return out
