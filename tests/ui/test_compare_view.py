@@ -135,16 +135,18 @@ def test_the_newest_value_is_never_clipped() -> None:
 
 def test_verdict_says_how_much_which_way_and_whether_it_is_better() -> None:
     lower = _draw(_wobble(0.100), _wobble(0.077), width=100)
-    assert lower.plain[-1] == "▲ sglang-sim TTFT p99 23% lower than vllm-sim over 5m (lower is better)"
+    assert lower.plain[-1] == "▲ sglang-sim TTFT p99 23% lower than vllm-sim over 5m, better (lower is better)"
     assert lower.verdict.styles[0].endswith("green") or lower.verdict.styles[0] == "bold"
     slower = _draw(_wobble(800.0), _wobble(720.0), TOKENS_PER_S, "higher", width=100, title="generation")
-    assert slower.plain[-1] == "▼ sglang-sim generation 10% lower than vllm-sim over 5m (higher is better)"
+    assert slower.plain[-1] == "▼ sglang-sim generation 10% lower than vllm-sim over 5m, worse (higher is better)"
     same = _draw(_wobble(0.050), _wobble(0.051), width=100)
     assert same.plain[-1].startswith("= sglang-sim TTFT p99 about the same as vllm-sim over 5m")
     kv = _draw(_wobble(0.40), _wobble(0.52), FRACTION_PCT, None, width=100, title="KV cache")
     assert kv.plain[-1] == "· sglang-sim KV cache 12 pts higher than vllm-sim over 5m"
     twice = _draw(_wobble(2.0), _wobble(5.0), COUNT, "lower", width=100, title="queue")
-    assert twice.plain[-1] == "▼ sglang-sim queue 2.5x vllm-sim over 5m (lower is better)"
+    assert twice.plain[-1] == "▼ sglang-sim queue 2.5x vllm-sim over 5m, worse (lower is better)"
+    mid = _draw(_wobble(0.100), _wobble(0.077), width=64)  # a chart at 200 columns: better said, the rule left out
+    assert mid.plain[-1] == "▲ sglang-sim TTFT p99 23% lower than vllm-sim over 5m, better"
     only = draw_pair("TTFT p99", [Series("vllm-sim", _rows(_wobble(0.05))), Series("tgi-sim", [])], SECONDS,
                      "lower", end=T_END, window=300.0, width=100, height=10)
     assert only.plain[-1] == "only vllm-sim has TTFT p99 data over 5m"

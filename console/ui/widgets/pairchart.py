@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from console.ui.widgets.pairplot import LEGEND_GLYPHS, Better, draw_pair, legend, newest
+from console.ui.widgets.pairplot import LEGEND_GLYPHS, Better, draw_pair, has_data, legend, newest
 from console.ui.widgets.plot import SERIES_STYLES, Unit, label, sparkline, window_label
 from console.ui.widgets.timechart import SPARK_CHART_W, SPARK_TERMINAL_W, TimeChart
 
@@ -42,7 +42,7 @@ class PairChart(TimeChart):
         head = Text(f"{self.title} · {window_label(self._window)}", style="bold")
         if len(self._series) >= 2:
             a, b = self._series[0], self._series[1]
-            shown = legend((a.name, b.name), (newest(a.rows), newest(b.rows)), (bool(a.rows), bool(b.rows)),
+            shown = legend((a.name, b.name), (newest(a.rows), newest(b.rows)), (has_data(a.rows), has_data(b.rows)),
                            self.unit, width - head.cell_len - 2)
             head.append("  ")
             for text, style in shown:

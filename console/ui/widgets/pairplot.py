@@ -178,7 +178,7 @@ def draw_pair(title: str, series: Sequence[Series], unit: Unit, better: Better, 
     names = (a.name, b.name)
     nows = (newest(a.rows), newest(b.rows))
     # The header: title and legend on one line when both names fit whole, else the legend below it.
-    seen = (bool(a.rows), bool(b.rows))
+    seen = (has_data(a.rows), has_data(b.rows))
     legend_one = legend(names, nows, seen, unit, width - len(title) - len(wlabel) - 5, whole=True)
     header: list[list[Segment]]
     if legend_one:
@@ -348,6 +348,11 @@ def newest(rows: Sequence[tuple[float, float, float, float]]) -> float | None:
     return None if v != v else v
 
 
+def has_data(rows: Sequence[tuple[float, float, float, float]]) -> bool:
+    """Whether any row holds a value (not only gaps): its legend then says "--" for a gap now, else n/a."""
+    return any(r[3] == r[3] for r in rows)
+
+
 def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
@@ -423,15 +428,14 @@ def compare_verdict(title: str, names: tuple[str, str], cols: Sequence[Sequence[
     direction = "higher" if higher else "lower"
     compared = amount if times else f"{amount} {direction} than"
     if better is None:
-        mark, styles, judged, short = "·", NEUTRAL_STYLES, "", ""
+        mark, styles, judged, rule = "·", NEUTRAL_STYLES, "", ""
     elif (better == "higher") == higher:
-        mark, styles, judged, short = "▲", BETTER_STYLES, f" ({better} is better)", ", better"
+        mark, styles, judged, rule = "▲", BETTER_STYLES, ", better", f" ({better} is better)"
     else:
-        mark, styles, judged, short = "▼", WORSE_STYLES, f" ({better} is better)", ", worse"
-    shortest = f"{{b}} {amount} {direction}{short}"
-    return Verdict(mark, styles, (f"{{b}} {title} {compared} {{a}}{over}{judged}",
-                                 f"{{b}} {title} {compared} {{a}}{over}{short}",
-                                 f"{{b}} {compared} {{a}}{short}", shortest))
+        mark, styles, judged, rule = "▼", WORSE_STYLES, ", worse", f" ({better} is better)"
+    return Verdict(mark, styles, (f"{{b}} {title} {compared} {{a}}{over}{judged}{rule}",
+                                 f"{{b}} {title} {compared} {{a}}{over}{judged}",
+                                 f"{{b}} {compared} {{a}}{judged}", f"{{b}} {amount} {direction}{judged}"))
 
 
 def _verdict_line(verdict: Verdict, names: tuple[str, str], notes: list[Segment], width: int) -> list[Segment]:
