@@ -147,6 +147,8 @@ def test_verdict_says_how_much_which_way_and_whether_it_is_better() -> None:
     assert twice.plain[-1] == "▼ sglang-sim queue 2.5x vllm-sim over 5m, worse (lower is better)"
     mid = _draw(_wobble(0.100), _wobble(0.077), width=64)  # a chart at 200 columns: better said, the rule left out
     assert mid.plain[-1] == "▲ sglang-sim TTFT p99 23% lower than vllm-sim over 5m, better"
+    idle = _draw([0.05] * 300, [0.0] * 300, COUNT, "lower", width=100, title="queue")  # not "100% lower"
+    assert idle.plain[-1].startswith("= sglang-sim queue about the same as vllm-sim"), idle.plain[-1]
     only = draw_pair("TTFT p99", [Series("vllm-sim", _rows(_wobble(0.05))), Series("tgi-sim", [])], SECONDS,
                      "lower", end=T_END, window=300.0, width=100, height=10)
     assert only.plain[-1] == "only vllm-sim has TTFT p99 data over 5m"

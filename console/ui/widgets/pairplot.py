@@ -67,6 +67,7 @@ MIN_HALF_SPAN = 0.1  # the range reaches at least +-10% of its level
 SPAN_FLOOR = {"s": 0.002, "t/s": 10.0, "/s": 1.0, "": 4.0}
 SAME_BAND = 0.05  # within 5% (or 2 points of a fraction), the verdict says "about the same"
 SAME_POINTS = 2.0
+SAME_OF_FLOOR = 0.125  # and near zero, within an eighth of the unit's span floor (half a waiting request)
 MIN_NAME = 5  # a name cut shorter than this reads as no name
 
 # A verdict's (mark, words) styles; without colour the mark says it.
@@ -409,8 +410,10 @@ def compare_verdict(title: str, names: tuple[str, str], cols: Sequence[Sequence[
         diff = (b_med - a_med) * unit.factor
         same, times = abs(diff) < SAME_POINTS, False
         amount = f"{abs(diff):.0f} pts"
+    elif abs(b_med - a_med) < _span_floor(unit) * SAME_OF_FLOOR:  # 0.05 waiting against 0: nothing waits
+        same, times, amount = True, False, ""
     elif a_med == 0.0:
-        same, times = b_med == 0.0, False
+        same, times = False, False
         amount = label(abs(b_med), unit)
     else:
         rel = (b_med - a_med) / abs(a_med)
