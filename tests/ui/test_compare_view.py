@@ -232,23 +232,19 @@ async def test_c_passes_over_an_engine_without_the_compared_metrics(make_app: Ap
     fleet = _healthy_fleet()
     factors = {e.name: 1.0 for e in fleet.engines}
     without = {"ttft_p50", "ttft_p99", "itl_p50", "kv_usage"}
-    app = make_app(FrozenSource(fleet, _history(fleet, factors)))
-    async with app.run_test(size=(160, 48)) as pilot:
+    order = sorted(e.name for e in fleet.engines)  # all ready: the overview lists them by name
+    # The engine after the cursor has only generation and queue: c takes the one after it.
+    app = make_app(FrozenSource(fleet, _history(fleet, factors, {order[1]: without})))
+    async with app.run_test(size=(80, 24)) as pilot:
         await _settle(pilot)
         screen = app.screen
-        assert isinstance(screen, OverviewScreen)
-        order = list(screen._row_order)
-        first, second, third = order[0], order[1], order[2]
-    # The engine after the cursor has only generation and queue: c takes the one after it.
-    app = make_app(FrozenSource(fleet, _history(fleet, factors, {second: without})))
-    async with app.run_test(size=(160, 48)) as pilot:
-        await _settle(pilot)
+        assert isinstance(screen, OverviewScreen) and screen._row_order == order
         await pilot.press("c")
         await _settle(pilot)
-        assert isinstance(app.screen, CompareScreen) and app.screen.engines == (first, third)
+        assert isinstance(app.screen, CompareScreen) and app.screen.engines == (order[0], order[2])
     # No other engine has them: c says so and stays.
     app = make_app(FrozenSource(fleet, _history(fleet, factors, {n: without for n in order[1:]})))
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         await _settle(pilot)
         await pilot.press("c")
         await _settle(pilot)
