@@ -126,6 +126,12 @@ def test_a_startup_minute_is_clipped_but_a_level_held_two_minutes_is_drawn() -> 
     assert d.clipped == () and "80 ms" in d.plain[1], "\n".join(d.plain)
 
 
+def test_the_axis_is_the_tightest_round_one() -> None:
+    # A level held a third of the window up to 760 ms: 0-800 ms (ticks 0, 400, 800), not 0-1000 ms.
+    d = _draw([0.760] * 100 + _wobble(0.100, 200), _wobble(0.090), height=23)
+    assert d.plain[1].split("┤")[0].strip() == "800 ms" and d.clipped == (), "\n".join(d.plain)
+
+
 def test_the_newest_value_is_never_clipped() -> None:
     a = _wobble(0.050)
     a[-5:] = [0.400] * 5  # a regression now, not a spike long gone

@@ -328,13 +328,14 @@ def _scale(cols: Sequence[Sequence[tuple[float, float, float] | None]], unit: Un
 
 
 def _tightest(lo: float, hi: float, plot_h: int) -> Scale:
-    """Of the nice scales over ``lo``..``hi`` (2 to 4 steps), the one that wastes the least height,
-    among those whose ticks are all round numbers and each have a row."""
+    """Of the nice scales over ``lo``..``hi`` (2 to 5 steps), the one that wastes the least height,
+    among those whose ticks are all on a step (a round number) and each have a row."""
     best: Scale | None = None
-    for intervals in (2, 3, 4):
+    for intervals in (2, 3, 4, 5):
         s = nice_scale(lo, hi, intervals=intervals)
-        n = round((s.hi - s.lo) / s.step) if s.step > 0 else 0
-        if n + 1 > max(2, plot_h) or len(s.ticks) != n + 1:  # more ticks than rows, or a middle tick off-step
+        # Past 3 steps nice_scale labels the ends and the middle: the middle on a step too.
+        on_step = s.step > 0 and all(abs(t / s.step - round(t / s.step)) < 1e-6 for t in s.ticks)
+        if not on_step or len(s.ticks) > max(2, plot_h):
             continue
         if best is None or s.hi - s.lo < best.hi - best.lo - 1e-12:
             best = s
