@@ -12,6 +12,7 @@ from textual.app import App, ComposeResult
 from console.telemetry.metrics.history import History
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.overview import OverviewScreen
+from console.ui.widgets.pairplot import LEGEND_GLYPHS
 from console.ui.widgets.plot import FRACTION_PCT, SECONDS, TOKENS_PER_S, Series, draw, nice_scale
 from console.ui.widgets.timechart import TimeChart
 from tests.ui.conftest import AppFactory
@@ -126,10 +127,10 @@ async def test_compare_is_one_key_from_the_overview_and_overlays_both_engines(ma
         chart = app.screen.query_one("#cmp-ttft_p99", TimeChart)
         text = chart.render().plain
         head = text.splitlines()[0]
-        assert a in head and b in head and "▀" in head and "⠉" in head
-        plot = "".join(text.splitlines()[1:-1])
+        assert a in head and b in head and LEGEND_GLYPHS[0] in head and LEGEND_GLYPHS[1] in head
+        plot = "".join(text.splitlines()[1:-2])
         # Both engines drawn on the one chart: half blocks (the first) and braille dots (the second).
-        assert any(ch in plot for ch in "▄▀▓") and any(ch in plot for ch in "⣀⠤⠒⠉▓")
+        assert any(ch in plot for ch in "▄▀█▓") and any(0x2800 < ord(ch) <= 0x28FF or ch == "▓" for ch in plot)
 
 
 async def test_mark_then_compare_takes_the_marked_and_the_cursor(make_app: AppFactory) -> None:

@@ -528,7 +528,12 @@ class OverviewScreen(DeckScreen):
 
     def compare_pair(self) -> tuple[str, str] | None:
         """The marked engine and the one under the cursor; unmarked (or the same), the one under the
-        cursor and the next in the table."""
+        cursor and the next in the table with data in most of the compare charts (not a TGI without
+        TTFT and KV history beside an SGLang): NoComparePair says when none has."""
+        # Imported here: the compare screen's module is the compare view's, not the overview's.
+        from console.ui.screens.compare import MOST_CHARTS, NoComparePair, charts_with_data
+        from console.ui.widgets.plot import DEFAULT_WINDOW
+
         cur = self.selected_engine()
         order = self._row_order
         if self.marked is not None and self.marked in order and cur is not None and cur != self.marked:
@@ -536,7 +541,16 @@ class OverviewScreen(DeckScreen):
         first = self.marked if self.marked in order else cur
         if first is None or len(order) < 2:
             return None
-        return (first, order[(order.index(first) + 1) % len(order)])
+        at = order.index(first)
+        others = order[at + 1:] + order[:at]
+        src, fleet = self.deck.source, self.deck.fleet
+        if src is None or fleet is None:
+            return (first, others[0])
+        for name in others:
+            if charts_with_data(src.history, name, fleet.taken_at, DEFAULT_WINDOW) >= MOST_CHARTS:
+                return (first, name)
+        raise NoComparePair(f"no engine besides {first} has data in most compare charts: m marks one, "
+                            "c on another compares them anyway")
 
     def explain_target(self) -> tuple[str, str | None]:
         table = self.query_one("#engines", RowTable)
