@@ -14,6 +14,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Input
 
 from console.model import Alert, AlertState, EngineSnapshot, FleetSnapshot, ModelMetrics, Rates
@@ -33,7 +34,7 @@ from console.ui.fleet_panels import (
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
-from console.ui.widgets.chart import block_chart, spark
+from console.ui.trends import Plan, Trends
 from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line
 from console.ui.widgets.row_table import RowTable
@@ -60,15 +61,6 @@ def _num(v: float | None, desc: bool = True) -> tuple[int, float]:
 # The name column's widest: a longer name (an attached engine's PROFILE@HOST:PORT) keeps its head and
 # tail around "…" (format.fit_name), never a silent cut.
 NAME_MAX = 28
-
-# The overview's trend charts: (history key, label, fixed top or None for the window's max, how the
-# top reads in the 6 cells of a label).
-TREND_SERIES: tuple[tuple[str, str, float | None, Callable[[float], str]], ...] = (
-    ("generation_tps", "gen", None, fmt.si),
-    ("kv_usage", "KV", 1.0, lambda v: "100%"),
-    ("waiting", "wait", None, fmt.si),
-    ("ttft_p99", "ttft99", None, lambda v: fmt.short_seconds(v)),
-)
 
 # Row tint of an engine with a firing alert (k9s' error/modify colours); the cells' markup carries it,
 # so only the rows whose tint changes are drawn again.
@@ -208,6 +200,8 @@ class OverviewScreen(DeckScreen):
         self._row_order: list[str] = []
         self._cells: dict[str, list[tuple[str, str]]] = {}
         self.marked: str | None = None  # the first engine of an A/B compare (m)
+        self.trends = Trends()  # the trends' window, scales and each series' columns (console/ui/trends.py)
+        self._trend_plan: Plan | None = None
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -225,6 +219,8 @@ class OverviewScreen(DeckScreen):
         with VerticalScroll(id="gpu-scroll"):
             yield Line(id="gpus")
         yield Line(id="host")
+        # The rows nobody needs: the trends take what they can show of them (never taller blocks).
+        yield Widget(id="trend-room")
         yield DeckFooter()
 
     def on_mount(self) -> None:
@@ -443,60 +439,52 @@ class OverviewScreen(DeckScreen):
             t.append(f"\n… and {len(listed) - limit} more (sort by health: s)", style="dim")
         return t
 
-    def trend_layout(self, engines: int) -> tuple[int, int]:
-        """(engines shown, rows each): the trends share the rows the layout gives them (their widget
-        takes the height the other panels leave); an engine a row when
-        they are many, and a last line saying how many more there are when even that does not fit."""
+    def trend_room(self) -> tuple[int, int]:
+        """(columns, rows) the trends may take: their line's rows and the rows nobody else needs."""
         sparks = self.query_one("#sparks", Line)
-        avail = sparks.size.height
-        if avail <= 0:  # not laid out yet (a row each: the resize after layout sizes them), or no room
-            return (min(engines, 8), 1) if not sparks.region else (0, 1)
-        if engines > avail:
-            return max(0, avail - 1), 1
-        return engines, max(1, avail // max(1, engines))
+        room = self.query_one("#trend-room", Widget)
+        width = (self.size.width or self.app.size.width) - 2  # the line's padding
+        return width, (sparks.size.height + room.size.height) if room.region else 0
+
+    def trend_layout(self, engines: int) -> tuple[int, int]:
+        """(engines shown, rows a chart) of the trends as last drawn for ``engines`` engines."""
+        p = self._trend_plan
+        return (p.engines, p.rows) if p is not None and engines else (0, 1)
 
     def _sparks(self, fleet: FleetSnapshot) -> tuple[Text, str, int]:
-        """Per-engine history charts as fixed-width text (cheaper than a Rich table every second), as wide
-        and as tall as the room allows; the text, its key and its number of lines."""
+        """The engines' trends (console/ui/trends.py), in the table's order, as text: per band a header
+        (window, metrics, scales) and a line or two an engine; the text, its key and its number of lines."""
         src = self.deck.source
-        engines = fleet.engines
-        shown, rows = self.trend_layout(len(engines))
-        # The rows left over (fewer than the engines) go between them, not in a band below.
-        spacers = 0 if rows == 1 else min(max(0, shown - 1), self.query_one("#sparks", Line).size.height - shown * rows)
-        names = [fmt.shown(short_name(e.name)) for e in engines[:shown]]
-        name_w = max(self._name_width(), min(NAME_MAX, max((len(n) for n in names), default=0)))
-        width = max(6, (self.size.width - 2 - name_w - 4) // 4 - 8)
-        out = Text()
-        for n, e in enumerate(engines[:shown]):
+        width, height = self.trend_room()
+        if src is None or height <= 0:  # not laid out yet: the resize after layout draws them
+            return Text(""), "", 1
+        engines = self._visible(fleet)
+        name_w = self._name_width()
+        for e in engines[:height]:
             ask_backfill(src, e)
-            charts: list[tuple[str, str, list[str], str]] = []  # (label, scale top, one string a row, style)
-            for metric, label, hi, top_text in TREND_SERIES:
-                vals = src.history.values((e.name, metric), last=width) if src is not None else []
-                finite = [v for v in vals if v == v]  # not NaN
-                if not finite:
-                    charts.append((label, "", [" " * width] * (rows - 1) + ["n/a".ljust(width)], "dim"))
-                elif rows == 1:
-                    charts.append((label, "", [spark(vals, width, hi=hi)], "cyan"))
-                else:
-                    scale_top = hi if hi is not None else max(finite)
-                    charts.append((label, top_text(scale_top), block_chart(vals, width, rows, hi=hi), "cyan"))
-            if 0 < n <= spacers:
+        drawn = self.trends.draw(src.history, [(e.name, fmt.fit_name(fmt.shown(short_name(e.name)), name_w))
+                                               for e in engines],
+                                 end=fleet.taken_at, width=width, height=height, name_w=name_w)
+        self._trend_plan = drawn.plan
+        out = Text()
+        for n, line in enumerate(drawn.lines):
+            if n:
                 out.append("\n")
-            for r in range(rows):
-                if n or r:
-                    out.append("\n")
-                out.append((fmt.fit_name(names[n], name_w) if r == 0 else "").ljust(name_w + 1), style="bold")
-                for label, top, chart_rows, style in charts:
-                    # The label under the chart, the value its full height stands for at its top.
-                    tag = label if r == rows - 1 else top if r == 0 else ""
-                    out.append(f"{tag:>6} ", style="dim")
-                    out.append(chart_rows[r] + " ", style=style)
-        lines = shown * rows + spacers
-        if shown < len(engines) and self.query_one("#sparks", Line).size.height > shown * rows:  # room to say so
-            out.append(("\n" if shown else "") + f"… trends of {fmt.plural(len(engines) - shown, 'more engine')} "
-                       "not shown: open one (⏎) for its charts", style="dim")
-            lines += 1
-        return out, out.plain, lines
+            for text, style in line:
+                out.append(text, style=style or None)
+        return out, out.plain, max(1, len(drawn.lines))
+
+    def step_window(self, step: int) -> None:
+        """The trends' next (or previous) time window (w / W, as on the chart screens)."""
+        self.trends.step_window(step)
+        self._redraw_trends()
+
+    def toggle_trend_scale(self) -> None:
+        """One scale per metric for every engine, or each engine its own."""
+        self.trends.shared = not self.trends.shared
+        self._redraw_trends()
+        self.notify("trends: " + ("one scale per metric, shared by the engines" if self.trends.shared
+                                  else "each engine on its own scale"), timeout=2)
 
     def _show_gpus(self, fleet: FleetSnapshot) -> None:
         line = self.query_one("#gpus", Line)
@@ -620,6 +608,8 @@ ACTIONS: Sequence[Action] = (
            "Overview", _on_overview(lambda s: s.toggle_mark()), screens=("overview",), footer=False),
     Action("filter", "slash", "Filter engines", "Overview", _on_overview(lambda s: s.open_filter()),
            screens=("overview",), short="filter", text_box="outside", priority=True),
+    Action("trend_scale", "y", "Trends: one scale per metric for every engine / each engine its own",
+           "Overview", _on_overview(lambda s: s.toggle_trend_scale()), screens=("overview",), footer=False),
 )
 
 register_screen(ScreenSpec("overview", "Overview", _screen, tuple(ACTIONS)))
