@@ -49,7 +49,7 @@ from console.ui.widgets.plot import (
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 MIN_CHART_W = 10  # a chart narrower than this shows too little: fewer metrics a band instead
 VALUE_W = 8  # "1234 t/s", "388 ms", "0.25/s"
-RANGE_W = 14  # a per-engine scale: "60..420 ms", "880..1120 t/s"
+RANGE_W = 9  # a per-engine scale, in the unit its header names: "60..420", "880..1120"
 GAP = 2  # between two metrics of a band
 NAME_MIN = 10  # the name column holds the header's "15m shared"
 # The narrowest scale, relative to the values' size: a +-1% wobble stays within an eighth of a cell
@@ -267,13 +267,17 @@ def value_text(v: float | None, m: TrendMetric) -> str:
     return _number(shown) + suffix
 
 
-def scale_text(s: TrendScale) -> str:
-    """"60..420 ms", "700..950 t/s", "0..100%": the ends in one unit, written once."""
-    lo, hi = clamp(s.lo * s.factor), clamp(s.hi * s.factor)
-    suffix = s.suffix
+def scale_text(s: TrendScale, factor: float | None = None, *, unit: bool = True) -> str:
+    """"60..420 ms", "700..950 t/s", "0..100%": the ends in one unit, written once; ``factor``: in
+    another unit than the scale's own (the one a metric's header names when each engine has its
+    scale), without it when not ``unit``."""
+    f = s.factor if factor is None else factor
+    step = s.step * f / s.factor
+    lo, hi = clamp(s.lo * f), clamp(s.hi * f)
+    suffix = s.suffix if unit else ""
     if max(abs(lo), abs(hi)) >= 1e4:  # 12k..15k: the step as read, not 12000..15000
         return f"{_number(lo)}..{_number(hi)}{suffix}"
-    return f"{fmt_value(lo, s.step)}..{fmt_value(hi, s.step)}{suffix}"
+    return f"{fmt_value(lo, step)}..{fmt_value(hi, step)}{suffix}"
 
 
 def levels(values: Sequence[float | None], scale: TrendScale, rows: int) -> list[int | None]:
@@ -337,16 +341,18 @@ def chart_width(width: int, name_w: int, text_w: int, per_band: int) -> int:
     return max(1, room // max(1, per_band) - GAP - 1 - text_w)
 
 
-def plan(width: int, height: int, engines: int, metrics: int, name_w: int, shared: bool) -> Plan:
+def plan(width: int, height: int, engines: int, metrics: int, name_w: int, shared: bool, quiet: int = 0) -> Plan:
     """The layout of ``metrics`` trends (those with data; 0: none yet) of ``engines`` engines in
-    ``width`` x ``height`` cells."""
+    ``width`` x ``height`` cells; the last ``quiet`` engines may go unsaid when there is no row for
+    them (what became of them is said elsewhere)."""
     if engines <= 0 or height < 2:
         return Plan(0, 1, 0, 0, 0, 0)
-    if height < 1 + engines:  # not every engine has a line: a line says how many are not shown
-        shown = height - 2 if height >= 3 else height - 1
+    if height < 1 + engines:  # not every engine has a line: a last line says how many are not shown
+        shown = height - 1
+        more = engines - shown > quiet and height >= 3
         tw = text_width(shared, 1)
         k = band_fit(width, name_w, tw)
-        return Plan(shown, 1, k, 1, chart_width(width, name_w, tw, k), tw, more_line=shown < engines and height >= 3)
+        return Plan(shown - more, 1, k, 1, chart_width(width, name_w, tw, k), tw, more_line=more)
     best: Plan | None = None
     for rows in (2, 1):
         tw = text_width(shared, rows)
@@ -428,7 +434,7 @@ class Trends:
     def _choose(self, history: History, p: Plan, engines: Sequence[tuple[str, str]], end: float, most: int,
                 touched: set[Hashable]) -> list[tuple[TrendMetric, list[SeriesColumns]]]:
         """Up to ``most`` metrics, in order, that an engine has in the window, with their columns."""
-        dt = self.window / max(1, p.chart_w)
+        dt = self.window / max(1, p.chart_w - 1)  # the newest column is open: the others hold the window
         last = math.floor(end / dt)
         first = last - p.chart_w + 1
         chosen = []
@@ -445,9 +451,10 @@ class Trends:
         return chosen
 
     def draw(self, history: History, engines: Sequence[tuple[str, str]], *, end: float, width: int,
-             height: int, name_w: int) -> Drawn:
+             height: int, name_w: int, quiet: int = 0) -> Drawn:
         """The trends of ``engines`` ((history name, name shown)) up to ``end``, in ``width`` x
-        ``height`` cells at most."""
+        ``height`` cells at most; the last ``quiet`` engines give their rows up first, unsaid (the
+        screen says elsewhere that they are stale, stopped or gone)."""
         rewrites = history.rewrites
         if history is not self._history or rewrites != self._rewrites:
             self._series.clear()  # another store (a replay's seek), or a series' past rewritten (a backfill)
@@ -457,18 +464,18 @@ class Trends:
         if not most:
             self._series.clear()
             return Drawn([], plan(width, height, 0, 0, name_w, self.shared), ())
-        made_for = (width, height, len(engines), name_w, self.shared, self.window)
+        made_for = (width, height, len(engines), quiet, name_w, self.shared, self.window)
         if self._last_plan is not None and self._last_plan[0] == made_for:
             p = self._last_plan[1]
         else:
-            p = plan(width, height, len(engines), most, name_w, self.shared)
+            p = plan(width, height, len(engines), most, name_w, self.shared, quiet)
         shown = engines[: p.engines]
         touched: set[Hashable] = set()
         # Which metrics have data depends on the columns, whose width depends on how many have data:
         # from the last layout (or the widest guess), again only when the count changed.
         for _ in range(3):
             chosen = self._choose(history, p, shown, end, most, touched)
-            final = plan(width, height, len(engines), len(chosen), name_w, self.shared)
+            final = plan(width, height, len(engines), len(chosen), name_w, self.shared, quiet)
             if final == p:
                 break
             p = final
@@ -476,7 +483,7 @@ class Trends:
             chosen = self._choose(history, p, shown, end, most, touched)
         self._last_plan = (made_for, p)
         if not chosen:  # no history yet: the first band's metrics, each n/a
-            dt = self.window / max(1, p.chart_w)
+            dt = self.window / max(1, p.chart_w - 1)  # the newest column is open: the others hold the window
             chosen = [(m, [self._columns(history, (n, m.key), dt, end, p.chart_w) for n, _ in shown])
                       for m in self.metrics[: p.per_band]]
             touched.update((n, m.key) for m in self.metrics[: p.per_band] for n, _ in shown)
@@ -492,7 +499,7 @@ class Trends:
 
     def _lines(self, p: Plan, chosen: list[tuple[TrendMetric, list[SeriesColumns]]],
                engines: Sequence[tuple[str, str]], end: float, name_w: int) -> list[list[Piece]]:
-        dt = self.window / max(1, p.chart_w)
+        dt = self.window / max(1, p.chart_w - 1)  # the newest column is open: the others hold the window
         last = math.floor(end / dt)
         first = last - p.chart_w + 1
         cell_w = p.chart_w + 1 + p.text_w
@@ -518,9 +525,15 @@ class Trends:
                     scales = [one] * len(vals)
                 else:
                     scales = [trend_scale(min(vs), max(vs), m) if vs else None for vs in finite]
-                # The header: the metric, and its scale when the engines share it.
+                # The header: the metric, and its scale when the engines share it, else the unit of
+                # each engine's (the largest one's: ms for all, or s for all).
                 title = m.title
-                scale = " " + scale_text(scales[0]) if self.shared and scales and scales[0] is not None else ""
+                top = max((max(abs(sc.lo), abs(sc.hi)) for sc in scales if sc is not None), default=1.0)
+                factor, suffix = _factor(m, top) if not m.capacity else (m.unit.factor, "%")
+                if self.shared:
+                    scale = " " + scale_text(scales[0]) if scales and scales[0] is not None else ""
+                else:
+                    scale = f" ({suffix.strip()})" if suffix.strip() else ""
                 if len(title) + len(scale) > cell_w:
                     title = title[: max(1, cell_w - len(scale) - 1)] + "…"
                 header.append((title, "bold"))
@@ -530,7 +543,7 @@ class Trends:
                     now = value_text(cols[n].now(), m)
                     charts = chart_rows(levels(vals[n], sc, p.rows), p.rows) if sc is not None else (
                         [" " * p.chart_w] * p.rows)
-                    own = scale_text(sc) if sc is not None and not self.shared else ""
+                    own = scale_text(sc, factor, unit=False) if sc is not None and not self.shared else ""
                     if len(own) > RANGE_W:
                         own = own[: RANGE_W - 1] + "…"
                     quiet = now in ("--", "n/a")

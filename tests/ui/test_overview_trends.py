@@ -54,9 +54,9 @@ def _trend(lines: list[str], engine: str, title: str) -> tuple[str, str]:
             continue
         for row in lines[i + 1:]:
             if row.strip().startswith(engine):
-                m = re.match(r"[ ▁▂▃▄▅▆▇█]+?(?= \S| *$)", row[x + 1:])
+                m = re.match(r"[ ▁▂▃▄▅▆▇█]+", row[x + 1:])
                 assert m is not None, row
-                return line, m.group(0)
+                return line, m.group(0).rstrip()  # the value follows, after a blank
     raise AssertionError(f"no {title} trend of {engine}:\n" + "\n".join(lines))
 
 

@@ -14,7 +14,6 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widget import Widget
 from textual.widgets import Input
 
 from console.model import Alert, AlertState, EngineSnapshot, FleetSnapshot, ModelMetrics, Rates
@@ -202,6 +201,7 @@ class OverviewScreen(DeckScreen):
         self.marked: str | None = None  # the first engine of an A/B compare (m)
         self.trends = Trends()  # the trends' window, scales and each series' columns (console/ui/trends.py)
         self._trend_plan: Plan | None = None
+        self._trend_room: tuple[int, int] = (0, 0)  # the room the trends were last drawn for
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -219,8 +219,6 @@ class OverviewScreen(DeckScreen):
         with VerticalScroll(id="gpu-scroll"):
             yield Line(id="gpus")
         yield Line(id="host")
-        # The rows nobody needs: the trends take what they can show of them (never taller blocks).
-        yield Widget(id="trend-room")
         yield DeckFooter()
 
     def on_mount(self) -> None:
@@ -331,10 +329,6 @@ class OverviewScreen(DeckScreen):
         now = self.deck.clock()
         self._show_engines(fleet, now)
         self._set_text("attention", self._attention(fleet, now))
-        sparks = self.query_one("#sparks", Line)
-        if sparks.display:
-            grid, key, lines = self._sparks(fleet)
-            sparks.show(grid, key, lines=lines)
         self._set_text("gpu-title", gpu_title(fleet.gpus, now))
         self._show_gpus(fleet)
         self._set_text("host", host_line(fleet.host, now))
@@ -343,6 +337,10 @@ class OverviewScreen(DeckScreen):
             hosts.display = True
             hosts.show(hosts_lines(fleet, now, (self.size.width or self.app.size.width) - 2))
             self.query_one("#host", Line).display = fleet.host is not None
+        sparks = self.query_one("#sparks", Line)
+        if sparks.display:  # last: in the rows the panels above leave
+            grid, key, lines = self._sparks(fleet)
+            sparks.show(grid, key, lines=lines)
 
     def _set_text(self, wid: str, text: Text) -> None:
         self.query_one(f"#{wid}", Line).show(text)
@@ -440,11 +438,22 @@ class OverviewScreen(DeckScreen):
         return t
 
     def trend_room(self) -> tuple[int, int]:
-        """(columns, rows) the trends may take: their line's rows and the rows nobody else needs."""
+        """(columns, rows) the trends may take: the rows the other panels leave (theirs do not depend on
+        the trends'); what the trends do not use stays blank at the bottom of the screen."""
         sparks = self.query_one("#sparks", Line)
-        room = self.query_one("#trend-room", Widget)
+        used = 0
+        for child in self.children:
+            if child is not sparks and child.display:
+                margin = child.styles.margin
+                used += child.outer_size.height + margin.top + margin.bottom
         width = (self.size.width or self.app.size.width) - 2  # the line's padding
-        return width, (sparks.size.height + room.size.height) if room.region else 0
+        return width, max(0, self.size.height - used) if sparks.region else 0
+
+    def _check_trend_room(self) -> None:
+        """After a layout: the trends again if the other panels' heights changed under them (the GPUs
+        appear with the first snapshot, a hosts line, a toast)."""
+        if self.is_mounted and self.trend_room() != self._trend_room:
+            self._redraw_trends()
 
     def trend_layout(self, engines: int) -> tuple[int, int]:
         """(engines shown, rows a chart) of the trends as last drawn for ``engines`` engines."""
@@ -455,16 +464,21 @@ class OverviewScreen(DeckScreen):
         """The engines' trends (console/ui/trends.py), in the table's order, as text: per band a header
         (window, metrics, scales) and a line or two an engine; the text, its key and its number of lines."""
         src = self.deck.source
-        width, height = self.trend_room()
+        width, height = self._trend_room = self.trend_room()
+        self.call_after_refresh(self._check_trend_room)
         if src is None or height <= 0:  # not laid out yet: the resize after layout draws them
             return Text(""), "", 1
-        engines = self._visible(fleet)
+        # The table's order, the live engines first: a stale, stopped or unreachable engine's trend is
+        # its past, and the lines above say what became of it; it gives its row up first.
+        visible = self._visible(fleet)
+        engines = [e for e in visible if e.live] + [e for e in visible if not e.live]
         name_w = self._name_width()
         for e in engines[:height]:
             ask_backfill(src, e)
         drawn = self.trends.draw(src.history, [(e.name, fmt.fit_name(fmt.shown(short_name(e.name)), name_w))
                                                for e in engines],
-                                 end=fleet.taken_at, width=width, height=height, name_w=name_w)
+                                 end=fleet.taken_at, width=width, height=height, name_w=name_w,
+                                 quiet=len(engines) - sum(e.live for e in engines))
         self._trend_plan = drawn.plan
         out = Text()
         for n, line in enumerate(drawn.lines):
