@@ -27,8 +27,9 @@ that the overview shows (console/ui/screens/overview.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from console.telemetry.metrics.history import BUCKET_S, History
 from console.ui.widgets.plot import (
@@ -77,6 +78,7 @@ class TrendMetric:
 
 
 # In the order they take the bands' places (a metric no engine has in the window gives its place up).
+# Three fit 80 columns.
 TREND_METRICS: tuple[TrendMetric, ...] = (
     TrendMetric("generation_tps", "gen", TOKENS_PER_S, 1.0),
     TrendMetric("ttft_p99", "TTFT p99", SECONDS, 1e-3, use_max=True),
@@ -88,11 +90,9 @@ TREND_METRICS: tuple[TrendMetric, ...] = (
     TrendMetric("error_rate", "errors", PER_S, 0.1),
     TrendMetric("ttft_p50", "TTFT p50", SECONDS, 1e-3, use_max=True),
     TrendMetric("request_rate", "requests", PER_S, 0.1),
-    TrendMetric("itl_p99", "ITL p99", SECONDS, 1e-3, use_max=True),
-    TrendMetric("prefix_hit_rate", "prefix hits", FRACTION_PCT, 0.01),
-    TrendMetric("e2e_p99", "E2E p99", SECONDS, 1e-3, use_max=True),
-    TrendMetric("queue_p99", "queue p99", SECONDS, 1e-3, use_max=True),
 )
+# Not here: ITL p99, prefix hits, E2E and queue time (the engine detail has them). Each trend costs
+# its drawing every second (docs/performance.md, "Overview trends"): ten fill 200x50 with 4 engines.
 
 
 class SeriesColumns:
@@ -102,13 +102,36 @@ class SeriesColumns:
     min, max and mean. A row's span is known when the next row comes: until then it is in its own
     column only (the newest point shows at once)."""
 
-    __slots__ = ("cols", "diffs", "dt", "last")
+    __slots__ = ("cols", "diffs", "dt", "last", "memo")
 
     def __init__(self, dt: float) -> None:
         self.dt = dt
         self.cols: dict[int, list[float]] = {}  # column -> [min, max, sum of means, rows]
         self.diffs: list[float] = []  # the last 8 steps between rows: the usual step is their median
         self.last: tuple[float, float, float, float] | None = None
+        # What ``values`` and the levels last gave: (key, first column, list, first column that could
+        # still change then); a column before the newest row's is final, so a refresh computes the
+        # newest one or two (docs/performance.md, "Overview trends").
+        self.memo: dict[str, tuple[object, int, list[Any], int]] = {}
+
+    def open_column(self) -> int:
+        """The first column a later row can still change: the newest row's (its span reaches on)."""
+        return math.floor(self.last[0] / self.dt) if self.last is not None else -(2**62)
+
+    def memoized(self, name: str, key: object, first: int, last: int,
+                 compute: Callable[[int, int], list[Any]]) -> list[Any]:
+        """``compute(first, last)`` (one item a column), reusing the items of final columns that the
+        same ``key`` gave last time."""
+        open_c = self.open_column()
+        memo = self.memo.get(name)
+        if memo is not None and memo[0] == key and memo[1] <= first:
+            _, m_first, items, m_open = memo
+            keep = items[first - m_first: max(first, min(m_open, last + 1)) - m_first]
+            out = keep + compute(first + len(keep), last) if first + len(keep) <= last else keep
+        else:
+            out = compute(first, last)
+        self.memo[name] = (key, first, out, open_c)
+        return out
 
     def _usual(self) -> float:
         d = self.diffs
@@ -139,8 +162,11 @@ class SeriesColumns:
                 del self.diffs[0]
             p_lo = prev[1]
             if p_lo == p_lo:  # the previous row was data: the columns its span reaches past its own
-                usual = self._usual()
-                span = step if 0 < step <= max(3 * usual, BUCKET_S) else usual
+                if 0 < step <= BUCKET_S:  # within any cap (3 usual steps, at least a bucket)
+                    span = step
+                else:
+                    usual = self._usual()
+                    span = step if 0 < step <= 3 * usual else usual
                 c0 = math.floor(prev[0] / dt)
                 for c in range(c0 + 1, math.ceil((prev[0] + span) / dt)):
                     self._put(c, p_lo, prev[2], prev[3])
@@ -151,21 +177,18 @@ class SeriesColumns:
 
     def values(self, first: int, last: int, use_max: bool) -> list[float | None]:
         """Per column ``first``..``last``: its max (``use_max``) or mean; None where nothing was."""
+        return self.memoized("values", use_max, first, last, lambda a, b: self._values(a, b, use_max))
+
+    def _values(self, first: int, last: int, use_max: bool) -> list[float | None]:
         get = self.cols.get
-        out: list[float | None] = []
-        for c in range(first, last + 1):
-            a = get(c)
-            if a is None:
-                out.append(None)
-            elif use_max:
-                out.append(a[1])
-            else:
-                s = a[2]
-                out.append(clamp(s / a[3]) if math.isfinite(s) else a[0] / 2 + a[1] / 2)
-        return out
+        if use_max:
+            return [None if (a := get(c)) is None else a[1] for c in range(first, last + 1)]
+        # A sum of clamped values overflows only to an infinity: the mean is then the middle of min and max.
+        return [None if (a := get(c)) is None else a[2] / a[3] if -math.inf < a[2] < math.inf else a[0] / 2 + a[1] / 2
+                for c in range(first, last + 1)]
 
     def has_data(self, first: int, last: int) -> bool:
-        return any(first <= c <= last for c in self.cols)
+        return last in self.cols or any(first <= c <= last for c in self.cols)
 
     def drop_before(self, first: int) -> None:
         for c in [c for c in self.cols if c < first]:
@@ -280,30 +303,34 @@ def scale_text(s: TrendScale, factor: float | None = None, *, unit: bool = True)
     return f"{fmt_value(lo, step)}..{fmt_value(hi, step)}{suffix}"
 
 
-def levels(values: Sequence[float | None], scale: TrendScale, rows: int) -> list[int | None]:
-    """Each value's height in eighths of a cell (1..8*rows: a value at the scale's bottom still draws
-    its lowest eighth, so a zero is never read as a gap); None for a gap."""
+def levels(values: Sequence[float | None], scale: TrendScale, rows: int) -> list[int]:
+    """Each value's height in eighths of a cell, 1..8*rows (a value at the scale's bottom still draws
+    its lowest eighth, so a zero is never read as a gap); 0 for a gap."""
     top = 8 * rows
-    span = scale.hi - scale.lo
-    span = span if span > 0 and math.isfinite(span) else 1.0
     lo = scale.lo
-    out: list[int | None] = []
-    for v in values:
-        if v is None:
-            out.append(None)
-            continue
-        f = (v - lo) / span
-        out.append(1 if not f > 0 else top if f >= 1 else max(1, round(f * top)))
-    return out
+    span = scale.hi - lo
+    span = span if span > 0 and math.isfinite(span) else 1.0
+    hi = lo + span
+    k = top / span
+    return [0 if v is None else 1 if v <= lo else top if v >= hi else (round((v - lo) * k) or 1) for v in values]
 
 
-def chart_rows(lv: Sequence[int | None], rows: int) -> list[str]:
-    """``rows`` lines of eighth blocks, the top one first."""
+def _glyphs(rows: int) -> tuple[tuple[str, ...], ...]:
+    """Per line of a ``rows``-line chart, the top one first: its glyph for each level (0: a gap)."""
     out = []
     for j in range(rows):
         base = 8 * (rows - 1 - j)
-        out.append("".join(" " if v is None or v <= base else _BLOCKS[min(8, v - base)] for v in lv))
-    return out
+        out.append(tuple(" " if v <= base else _BLOCKS[min(8, v - base)] for v in range(8 * rows + 1)))
+    return tuple(out)
+
+
+_GLYPHS = {rows: _glyphs(rows) for rows in (1, 2)}
+
+
+def chart_rows(lv: Sequence[int], rows: int) -> list[str]:
+    """``rows`` lines of eighth blocks, the top one first."""
+    tables = _GLYPHS.get(rows) or _glyphs(rows)
+    return ["".join(map(t.__getitem__, lv)) for t in tables]
 
 
 # -- layout ------------------------------------------------------------------------------------
@@ -417,7 +444,9 @@ class Trends:
         column width changed, more points came than ``CATCH_UP`` since the last time, or time went back."""
         s = self._series.get(key)
         if s is not None and s.dt == dt:
-            pts = history.points(key, last=CATCH_UP)
+            pts = history.points(key, last=2)  # a refresh brings one point
+            if len(pts) == 2 and s.last is not None and pts[0][0] > s.last[0]:
+                pts = history.points(key, last=CATCH_UP)
             last_t = s.last[0] if s.last is not None else -math.inf
             if not pts:
                 return s
@@ -541,8 +570,13 @@ class Trends:
                 for n, rows in enumerate(body):
                     sc = scales[n]
                     now = value_text(cols[n].now(), m)
-                    charts = chart_rows(levels(vals[n], sc, p.rows), p.rows) if sc is not None else (
-                        [" " * p.chart_w] * p.rows)
+                    if sc is None:
+                        charts = [" " * p.chart_w] * p.rows
+                    else:
+                        vs = vals[n]
+                        lv = cols[n].memoized("levels", (sc, p.rows, m.use_max), first, last,
+                                              lambda a, b, vs=vs: levels(vs[a - first: b + 1 - first], sc, p.rows))
+                        charts = chart_rows(lv, p.rows)
                     own = scale_text(sc, factor, unit=False) if sc is not None and not self.shared else ""
                     if len(own) > RANGE_W:
                         own = own[: RANGE_W - 1] + "…"

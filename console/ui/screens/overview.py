@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rich.text import Text
+from rich.text import Span, Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -470,7 +470,8 @@ class OverviewScreen(DeckScreen):
             return Text(""), "", 1
         # The table's order, the live engines first: a stale, stopped or unreachable engine's trend is
         # its past, and the lines above say what became of it; it gives its row up first.
-        visible = self._visible(fleet)
+        by_name = {e.name: e for e in fleet.engines}
+        visible = [by_name[n] for n in self._row_order if n in by_name]  # as the table shows them
         engines = [e for e in visible if e.live] + [e for e in visible if not e.live]
         name_w = self._name_width()
         for e in engines[:height]:
@@ -480,13 +481,21 @@ class OverviewScreen(DeckScreen):
                                  end=fleet.taken_at, width=width, height=height, name_w=name_w,
                                  quiet=len(engines) - sum(e.live for e in engines))
         self._trend_plan = drawn.plan
-        out = Text()
+        # The text and its spans at once: a Text.append a piece cost as much as drawing the charts.
+        parts: list[str] = []
+        spans: list[Span] = []
+        at = 0
         for n, line in enumerate(drawn.lines):
             if n:
-                out.append("\n")
+                parts.append("\n")
+                at += 1
             for text, style in line:
-                out.append(text, style=style or None)
-        return out, out.plain, max(1, len(drawn.lines))
+                parts.append(text)
+                if style:
+                    spans.append(Span(at, at + len(text), style))
+                at += len(text)
+        plain = "".join(parts)
+        return Text(plain, spans=spans), plain, max(1, len(drawn.lines))
 
     def step_window(self, step: int) -> None:
         """The trends' next (or previous) time window (w / W, as on the chart screens)."""
