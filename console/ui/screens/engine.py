@@ -512,9 +512,9 @@ ACTIONS: Sequence[Action] = (
     Action("prev_tab", "left_square_bracket", "Previous tab", "Engine detail",
            _on_engine(lambda s: s.step_tab(-1)), screens=("engine",), footer=False),
     Action("window", "w", "Charts: next time window (1m, 5m, 15m, 1h)", "Charts", _step_window(1),
-           screens=("engine", "gpus", "compare", "overview"), short="window"),
+           screens=("engine", "gpus", "compare"), short="window"),
     Action("window_back", "W", "Charts: previous time window", "Charts", _step_window(-1),
-           screens=("engine", "gpus", "compare", "overview"), footer=False),
+           screens=("engine", "gpus", "compare"), footer=False),
     Action("raw_filter", "slash", "Filter raw metrics", "Engine detail", _on_engine(lambda s: s.focus_raw_filter()),
            screens=("engine",), short="filter", text_box="outside", priority=True),
 )

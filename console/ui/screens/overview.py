@@ -202,6 +202,7 @@ class OverviewScreen(DeckScreen):
         self.trends = Trends()  # the trends' window, scales and each series' columns (console/ui/trends.py)
         self._trend_plan: Plan | None = None
         self._trend_room: tuple[int, int] = (0, 0)  # the room the trends were last drawn for
+        self._trend_lines = 1  # and their lines
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -452,8 +453,15 @@ class OverviewScreen(DeckScreen):
     def _check_trend_room(self) -> None:
         """After a layout: the trends again if the other panels' heights changed under them (the GPUs
         appear with the first snapshot, a hosts line, a toast)."""
-        if self.is_mounted and self.trend_room() != self._trend_room:
+        if not self.is_mounted:
+            return
+        if self.trend_room() != self._trend_room:
             self._redraw_trends()
+            return
+        sparks = self.query_one("#sparks", Line)
+        if sparks.display and sparks.size.height != self._trend_lines:
+            # A new height asked for during a layout in progress can be missed: asked again.
+            sparks.refresh(layout=True)
 
     def trend_layout(self, engines: int) -> tuple[int, int]:
         """(engines shown, rows a chart) of the trends as last drawn for ``engines`` engines."""
@@ -467,6 +475,7 @@ class OverviewScreen(DeckScreen):
         width, height = self._trend_room = self.trend_room()
         self.call_after_refresh(self._check_trend_room)
         if src is None or height <= 0:  # not laid out yet: the resize after layout draws them
+            self._trend_lines = 1
             return Text(""), "", 1
         # The table's order, the live engines first: a stale, stopped or unreachable engine's trend is
         # its past, and the lines above say what became of it; it gives its row up first.
@@ -495,7 +504,8 @@ class OverviewScreen(DeckScreen):
                     spans.append(Span(at, at + len(text), style))
                 at += len(text)
         plain = "".join(parts)
-        return Text(plain, spans=spans), plain, max(1, len(drawn.lines))
+        self._trend_lines = max(1, len(drawn.lines))
+        return Text(plain, spans=spans), plain, self._trend_lines
 
     def step_window(self, step: int) -> None:
         """The trends' next (or previous) time window (w / W, as on the chart screens)."""
@@ -631,6 +641,11 @@ ACTIONS: Sequence[Action] = (
            "Overview", _on_overview(lambda s: s.toggle_mark()), screens=("overview",), footer=False),
     Action("filter", "slash", "Filter engines", "Overview", _on_overview(lambda s: s.open_filter()),
            screens=("overview",), short="filter", text_box="outside", priority=True),
+    # The chart screens' window keys (w/W), for the trends; out of the footer, which keeps q and ?.
+    Action("trend_window", "w", "Trends: next time window (1m, 5m, 15m, 1h)", "Overview",
+           _on_overview(lambda s: s.step_window(1)), screens=("overview",), footer=False),
+    Action("trend_window_back", "W", "Trends: previous time window", "Overview",
+           _on_overview(lambda s: s.step_window(-1)), screens=("overview",), footer=False),
     Action("trend_scale", "y", "Trends: one scale per metric for every engine / each engine its own",
            "Overview", _on_overview(lambda s: s.toggle_trend_scale()), screens=("overview",), footer=False),
 )
