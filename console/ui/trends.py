@@ -569,7 +569,9 @@ class Trends:
                 header.append((scale[: max(0, cell_w - len(title))].ljust(cell_w - len(title)) + sep, "dim"))
                 for n, rows in enumerate(body):
                     sc = scales[n]
-                    now = value_text(cols[n].now(), m)
+                    now = cols[n].now()
+                    # Nothing in the window and nothing now: not exported (TGI's KV), not a gap.
+                    now = value_text(None if sc is None and now is not None and now != now else now, m)
                     if sc is None:
                         charts = [" " * p.chart_w] * p.rows
                     else:

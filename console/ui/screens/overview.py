@@ -446,8 +446,13 @@ class OverviewScreen(DeckScreen):
         for child in self.children:
             if child is not sparks and child.display:
                 margin = child.styles.margin
-                used += child.outer_size.height + margin.top + margin.bottom
-        width = (self.size.width or self.app.size.width) - 2  # the line's padding
+                # A line as tall as its text now (the attention lines just set), not as last laid out.
+                rows = child.content.plain.count("\n") + 1 if isinstance(child, Line) and isinstance(
+                    child.content, Text) and child.styles.height is not None and child.styles.height.is_auto \
+                    else child.outer_size.height
+                used += rows + margin.top + margin.bottom
+        # Its own width once laid out (a scrollbar narrows it), never wider than the screen's.
+        width = min(sparks.size.width or 10**6, (self.size.width or self.app.size.width) - 2)
         return width, max(0, self.size.height - used) if sparks.region else 0
 
     def _check_trend_room(self) -> None:
