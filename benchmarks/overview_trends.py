@@ -30,7 +30,7 @@ def main() -> None:
                     help="the checkout to measure (default: this one)")
     args = ap.parse_args()
     sys.path.insert(0, str(args.tree.resolve()))
-    import console  # noqa: PLC0415 - from the tree asked for
+    import console
 
     print(f"tree: {Path(console.__file__).resolve().parents[1]}")
     for size in ((80, 24), (200, 50)):
@@ -38,11 +38,11 @@ def main() -> None:
 
 
 async def _measure(size: tuple[int, int], rounds: int) -> None:
-    from console.profiles import load_profiles  # noqa: PLC0415
-    from console.telemetry.metrics.history import History  # noqa: PLC0415
-    from console.telemetry.source import ENGINE_SERIES  # noqa: PLC0415
-    from console.ui.app import DeckApp, UiOptions  # noqa: PLC0415
-    from tests.ui.frozen import T0, FrozenSource, frozen_fleet  # noqa: PLC0415
+    from console.profiles import load_profiles
+    from console.telemetry.metrics.history import History
+    from console.telemetry.source import ENGINE_SERIES
+    from console.ui.app import DeckApp, UiOptions
+    from tests.ui.frozen import T0, FrozenSource, frozen_fleet
 
     fleet = frozen_fleet()
     history = History()

@@ -576,8 +576,10 @@ class Trends:
                         charts = [" " * p.chart_w] * p.rows
                     else:
                         vs = vals[n]
-                        lv = cols[n].memoized("levels", (sc, p.rows, m.use_max), first, last,
-                                              lambda a, b, vs=vs: levels(vs[a - first: b + 1 - first], sc, p.rows))
+                        def of(a: int, b: int, vs: list[float | None] = vs, sc: TrendScale = sc) -> list[int]:
+                            return levels(vs[a - first: b + 1 - first], sc, p.rows)
+
+                        lv = cols[n].memoized("levels", (sc, p.rows, m.use_max), first, last, of)
                         charts = chart_rows(lv, p.rows)
                     own = scale_text(sc, factor, unit=False) if sc is not None and not self.shared else ""
                     if len(own) > RANGE_W:
