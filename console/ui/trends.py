@@ -571,7 +571,7 @@ class Trends:
                     sc = scales[n]
                     now = cols[n].now()
                     # Nothing in the window and nothing now: not exported (TGI's KV), not a gap.
-                    now = value_text(None if sc is None and now is not None and now != now else now, m)
+                    now = value_text(None if not finite[n] and now is not None and now != now else now, m)
                     if sc is None:
                         charts = [" " * p.chart_w] * p.rows
                     else:
