@@ -466,7 +466,7 @@ class Trends:
         dt = self.window / max(1, p.chart_w - 1)  # the newest column is open: the others hold the window
         last = math.floor(end / dt)
         first = last - p.chart_w + 1
-        chosen = []
+        chosen: list[tuple[TrendMetric, list[SeriesColumns]]] = []
         for m in self.metrics:
             if len(chosen) >= most:
                 break
@@ -502,6 +502,7 @@ class Trends:
         touched: set[Hashable] = set()
         # Which metrics have data depends on the columns, whose width depends on how many have data:
         # from the last layout (or the widest guess), again only when the count changed.
+        chosen: list[tuple[TrendMetric, list[SeriesColumns]]] = []
         for _ in range(3):
             chosen = self._choose(history, p, shown, end, most, touched)
             final = plan(width, height, len(engines), len(chosen), name_w, self.shared, quiet)
@@ -569,9 +570,9 @@ class Trends:
                 header.append((scale[: max(0, cell_w - len(title))].ljust(cell_w - len(title)) + sep, "dim"))
                 for n, rows in enumerate(body):
                     sc = scales[n]
-                    now = cols[n].now()
+                    latest = cols[n].now()
                     # Nothing in the window and nothing now: not exported (TGI's KV), not a gap.
-                    now = value_text(None if not finite[n] and now is not None and now != now else now, m)
+                    now = value_text(None if not finite[n] and latest is not None and latest != latest else latest, m)
                     if sc is None:
                         charts = [" " * p.chart_w] * p.rows
                     else:

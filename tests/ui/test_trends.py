@@ -70,10 +70,10 @@ def test_columns_fold_as_the_detail_charts_aggregate() -> None:
             for c in range(last - ncols + 1, last)]
     theirs = columns(rows, (last - 1) * dt, (ncols - 1) * dt, ncols - 1)
     assert len(ours) == len(theirs)
-    for a, b in zip(ours, theirs, strict=True):
-        assert (a is None) == (b is None)
-        if a is not None and b is not None:
-            assert a == pytest.approx(b)
+    for mine, other in zip(ours, theirs, strict=True):
+        assert (mine is None) == (other is None)
+        if mine is not None and other is not None:
+            assert mine == pytest.approx(other)
     assert ours.count(None) == 1  # 1100-1120 s: within the gap
     # The newest column, still open: what came in it so far (1380-1399 s).
     assert s.values(last, last, False) == [pytest.approx(sum(values[380:]) / 20)]
