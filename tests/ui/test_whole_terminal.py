@@ -18,6 +18,7 @@ from console.ui.app import DeckApp
 from console.ui.screens.base import TopBar
 from console.ui.screens.compare import compare_target
 from console.ui.screens.overview import OverviewScreen
+from console.ui.trends import TREND_METRICS
 from console.ui.widgets.line import Line
 from console.ui.widgets.timechart import TimeChart
 from tests.ui.conftest import AppFactory
@@ -52,41 +53,49 @@ def _renamed(names: dict[str, str], **changes: Any) -> FrozenSource:
 
 
 @pytest.mark.parametrize("size", [(200, 50), (120, 40), (80, 24)])
-async def test_overview_trends_take_the_free_rows(make_app: AppFactory, size: tuple[int, int]) -> None:
+async def test_overview_trends_give_the_free_rows_to_more_metrics(make_app: AppFactory, size: tuple[int, int]) -> None:
     app = make_app()
     async with app.run_test(size=size) as pilot:
         await _settle(pilot)
         screen = app.screen
         assert isinstance(screen, OverviewScreen)
         lines = _screen_lines(app)
-        shown, rows = screen.trend_layout(len(app.fleet.engines) if app.fleet else 0)
+        plan = screen._trend_plan
         sparks = screen.query_one("#sparks", Line)
         drawn = str(sparks.content).count("\n") + 1
         height = sparks.size.height
-    assert shown == 4
-    # Before: 3 rows an engine at 200x50 and 1 at 120x40, with 18 and 16 blank rows under the GPUs;
-    # at 80x24 no trends at all and 5 blank rows above the host line.
-    assert rows >= {(200, 50): 7, (120, 40): 4, (80, 24): 1}[size]
-    assert height - 1 <= drawn <= height  # the trends fill their rows (a spare one at most)
-    if size != (120, 40):  # every engine has history in this window: no blank rows but the margins
-        assert _longest_blank_run(lines) <= 2, "\n".join(lines)
-    if rows > 1:  # the top of each scale is labelled: KV's is its fixed 100%
-        assert any("100%" in line and "vllm-a" in line for line in lines)
-    else:  # a sparkline an engine, each named
-        assert all(any(line.lstrip().startswith(e.name) and " gen " in line for line in lines)
-                   for e in (app.fleet.engines if app.fleet else ()))
+        _, room = screen.trend_room()
+    assert plan is not None
+    # Issue 29: the rows the tables leave are used, no band of blank rows. Issue 38: not by taller
+    # blocks (a chart is 1 or 2 rows) but by more metrics, in more bands.
+    assert 1 <= plan.rows <= 2
+    assert plan.engines == {(200, 50): 4, (120, 40): 4, (80, 24): 3}[size]  # 80x24: the stale one's row goes
+    assert plan.bands * plan.per_band >= {(200, 50): 10, (120, 40): 10, (80, 24): 3}[size]
+    assert drawn == height == plan.bands * (1 + plan.engines * plan.rows) <= room
+    assert _longest_blank_run(lines) <= 2, "\n".join(lines)
+    # Each band names its window and its metrics' scales; each engine shown is named.
+    assert sum(line.lstrip().startswith("5m shared") for line in lines) == plan.bands
+    for e in ("vllm-a", "sglang-b", "tgi-d"):
+        assert any(line.lstrip().startswith(e) and re.search("[▁-█]", line) for line in lines), e
 
 
 async def test_overview_trends_grow_in_width_with_the_terminal(make_app: AppFactory) -> None:
-    widths = []
+    columns = []
     for size in ((120, 40), (200, 50)):
         app = make_app()
         async with app.run_test(size=size) as pilot:
             await _settle(pilot)
-            # vllm-a's generation chart, solid on its last row (under the table's "gen tok/s" header).
-            chart = next(m for line in _screen_lines(app) if (m := re.search(r" gen ([▁-█]+)", line)))
-        widths.append(len(chart.group(1)))
-    assert widths[1] > widths[0] + 15, widths
+            screen = app.screen
+            assert isinstance(screen, OverviewScreen)
+            plan = screen._trend_plan
+            # vllm-a's charts under each band's header, every metric's.
+            rows = [line for line in _screen_lines(app)
+                    if line.lstrip().startswith("vllm-a") and re.search("[▁-█]", line) and " ms" in line]
+        assert plan is not None and len(rows) == plan.bands
+        shown = min(len(TREND_METRICS), plan.bands * plan.per_band)
+        assert shown == len(TREND_METRICS)
+        columns.append(shown * plan.chart_w)  # the time columns an engine's trends show
+    assert columns[1] > columns[0] + 100, columns
 
 
 async def test_many_engines_say_how_many_trends_are_not_shown(make_app: AppFactory) -> None:
@@ -94,7 +103,7 @@ async def test_many_engines_say_how_many_trends_are_not_shown(make_app: AppFacto
     many = tuple(replace(e, name=f"{e.name}-{k}") for k in range(12) for e in fleet.engines)
     big = replace(fleet, engines=many)
     app = make_app(FrozenSource(big, frozen_history(big)))
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 50)) as pilot:
         await _settle(pilot)
         screen = app.screen
         assert isinstance(screen, OverviewScreen)

@@ -287,6 +287,9 @@ class History:
         self._rings: dict[Hashable, Ring] = {}
         self._buckets: dict[Hashable, Buckets] = {}
         self._lock = threading.Lock()
+        # Bumped when a series' past changes (a backfill): a reader that keeps aggregates of what it
+        # read (the overview's trends) reads again.
+        self.rewrites = 0
 
     def append(self, key: Hashable, t: float, value: float | None) -> None:
         with self._lock:
@@ -328,6 +331,7 @@ class History:
             ring = self._ring(key)
             if ring is None:
                 return
+            self.rewrites += 1
             live = ring.points()
             if not live:  # nothing live yet (a chart opened with its history): the points as they are
                 ring.extend(times[-self.capacity:], values[-self.capacity:])

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rich.text import Text
+from rich.text import Span, Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -33,7 +33,7 @@ from console.ui.fleet_panels import (
 from console.ui.host import DeckHost
 from console.ui.screens import ScreenSpec, register_screen
 from console.ui.screens.base import DeckScreen, TopBar
-from console.ui.widgets.chart import block_chart, spark
+from console.ui.trends import Plan, Trends
 from console.ui.widgets.footer import DeckFooter
 from console.ui.widgets.line import Line, text_key
 from console.ui.widgets.row_table import RowTable
@@ -60,15 +60,6 @@ def _num(v: float | None, desc: bool = True) -> tuple[int, float]:
 # The name column's widest: a longer name (an attached engine's PROFILE@HOST:PORT) keeps its head and
 # tail around "…" (format.fit_name), never a silent cut.
 NAME_MAX = 28
-
-# The overview's trend charts: (history key, label, fixed top or None for the window's max, how the
-# top reads in the 6 cells of a label).
-TREND_SERIES: tuple[tuple[str, str, float | None, Callable[[float], str]], ...] = (
-    ("generation_tps", "gen", None, fmt.si),
-    ("kv_usage", "KV", 1.0, lambda v: "100%"),
-    ("waiting", "wait", None, fmt.si),
-    ("ttft_p99", "ttft99", None, lambda v: fmt.short_seconds(v)),
-)
 
 # Row tint of an engine with a firing alert (k9s' error/modify colours); the cells' markup carries it,
 # so only the rows whose tint changes are drawn again.
@@ -208,6 +199,10 @@ class OverviewScreen(DeckScreen):
         self._row_order: list[str] = []
         self._cells: dict[str, list[tuple[object, ...]]] = {}  # each shown cell's text_key
         self.marked: str | None = None  # the first engine of an A/B compare (m)
+        self.trends = Trends()  # the trends' window, scales and each series' columns (console/ui/trends.py)
+        self._trend_plan: Plan | None = None
+        self._trend_room: tuple[int, int] = (0, 0)  # the room the trends were last drawn for
+        self._trend_lines = 1  # and their lines
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -335,10 +330,6 @@ class OverviewScreen(DeckScreen):
         now = self.deck.clock()
         self._show_engines(fleet, now)
         self._set_text("attention", self._attention(fleet, now))
-        sparks = self.query_one("#sparks", Line)
-        if sparks.display:
-            grid, key, lines = self._sparks(fleet)
-            sparks.show(grid, key, lines=lines)
         self._set_text("gpu-title", gpu_title(fleet.gpus, now))
         self._show_gpus(fleet)
         self._set_text("host", host_line(fleet.host, now))
@@ -347,6 +338,10 @@ class OverviewScreen(DeckScreen):
             hosts.display = True
             hosts.show(hosts_lines(fleet, now, (self.size.width or self.app.size.width) - 2))
             self.query_one("#host", Line).display = fleet.host is not None
+        sparks = self.query_one("#sparks", Line)
+        if sparks.display:  # last: in the rows the panels above leave
+            grid, key, lines = self._sparks(fleet)
+            sparks.show(grid, key, lines=lines)
 
     def _set_text(self, wid: str, text: Text) -> None:
         self.query_one(f"#{wid}", Line).show(text)
@@ -443,60 +438,91 @@ class OverviewScreen(DeckScreen):
             t.append(f"\n… and {len(listed) - limit} more (sort by health: s)", style="dim")
         return t
 
-    def trend_layout(self, engines: int) -> tuple[int, int]:
-        """(engines shown, rows each): the trends share the rows the layout gives them (their widget
-        takes the height the other panels leave); an engine a row when
-        they are many, and a last line saying how many more there are when even that does not fit."""
+    def trend_room(self) -> tuple[int, int]:
+        """(columns, rows) the trends may take: the rows the other panels leave (theirs do not depend on
+        the trends'); what the trends do not use stays blank at the bottom of the screen."""
         sparks = self.query_one("#sparks", Line)
-        avail = sparks.size.height
-        if avail <= 0:  # not laid out yet (a row each: the resize after layout sizes them), or no room
-            return (min(engines, 8), 1) if not sparks.region else (0, 1)
-        if engines > avail:
-            return max(0, avail - 1), 1
-        return engines, max(1, avail // max(1, engines))
+        used = 0
+        for child in self.children:
+            if child is not sparks and child.display:
+                margin = child.styles.margin
+                # A line as tall as its text now (the attention lines just set), not as last laid out.
+                rows = child.content.plain.count("\n") + 1 if isinstance(child, Line) and isinstance(
+                    child.content, Text) and child.styles.height is not None and child.styles.height.is_auto \
+                    else child.outer_size.height
+                used += rows + margin.top + margin.bottom
+        # Its own width once laid out (a scrollbar narrows it), never wider than the screen's.
+        width = min(sparks.size.width or 10**6, (self.size.width or self.app.size.width) - 2)
+        return width, max(0, self.size.height - used) if sparks.region else 0
+
+    def _check_trend_room(self) -> None:
+        """After a layout: the trends again if the other panels' heights changed under them (the GPUs
+        appear with the first snapshot, a hosts line, a toast)."""
+        if not self.is_mounted:
+            return
+        if self.trend_room() != self._trend_room:
+            self._redraw_trends()
+            return
+        sparks = self.query_one("#sparks", Line)
+        if sparks.display and sparks.size.height != self._trend_lines:
+            # A new height asked for during a layout in progress can be missed: asked again.
+            sparks.refresh(layout=True)
+
+    def trend_layout(self, engines: int) -> tuple[int, int]:
+        """(engines shown, rows a chart) of the trends as last drawn for ``engines`` engines."""
+        p = self._trend_plan
+        return (p.engines, p.rows) if p is not None and engines else (0, 1)
 
     def _sparks(self, fleet: FleetSnapshot) -> tuple[Text, str, int]:
-        """Per-engine history charts as fixed-width text (cheaper than a Rich table every second), as wide
-        and as tall as the room allows; the text, its key and its number of lines."""
+        """The engines' trends (console/ui/trends.py), in the table's order, as text: per band a header
+        (window, metrics, scales) and a line or two an engine; the text, its key and its number of lines."""
         src = self.deck.source
-        engines = fleet.engines
-        shown, rows = self.trend_layout(len(engines))
-        # The rows left over (fewer than the engines) go between them, not in a band below.
-        spacers = 0 if rows == 1 else min(max(0, shown - 1), self.query_one("#sparks", Line).size.height - shown * rows)
-        names = [fmt.shown(short_name(e.name)) for e in engines[:shown]]
-        name_w = max(self._name_width(), min(NAME_MAX, max((len(n) for n in names), default=0)))
-        width = max(6, (self.size.width - 2 - name_w - 4) // 4 - 8)
-        out = Text()
-        for n, e in enumerate(engines[:shown]):
+        width, height = self._trend_room = self.trend_room()
+        self.call_after_refresh(self._check_trend_room)
+        if src is None or height <= 0:  # not laid out yet: the resize after layout draws them
+            self._trend_lines = 1
+            return Text(""), "", 1
+        # The table's order, the live engines first: a stale, stopped or unreachable engine's trend is
+        # its past, and the lines above say what became of it; it gives its row up first.
+        by_name = {e.name: e for e in fleet.engines}
+        visible = [by_name[n] for n in self._row_order if n in by_name]  # as the table shows them
+        engines = [e for e in visible if e.live] + [e for e in visible if not e.live]
+        name_w = self._name_width()
+        for e in engines[:height]:
             ask_backfill(src, e)
-            charts: list[tuple[str, str, list[str], str]] = []  # (label, scale top, one string a row, style)
-            for metric, label, hi, top_text in TREND_SERIES:
-                vals = src.history.values((e.name, metric), last=width) if src is not None else []
-                finite = [v for v in vals if v == v]  # not NaN
-                if not finite:
-                    charts.append((label, "", [" " * width] * (rows - 1) + ["n/a".ljust(width)], "dim"))
-                elif rows == 1:
-                    charts.append((label, "", [spark(vals, width, hi=hi)], "cyan"))
-                else:
-                    scale_top = hi if hi is not None else max(finite)
-                    charts.append((label, top_text(scale_top), block_chart(vals, width, rows, hi=hi), "cyan"))
-            if 0 < n <= spacers:
-                out.append("\n")
-            for r in range(rows):
-                if n or r:
-                    out.append("\n")
-                out.append((fmt.fit_name(names[n], name_w) if r == 0 else "").ljust(name_w + 1), style="bold")
-                for label, top, chart_rows, style in charts:
-                    # The label under the chart, the value its full height stands for at its top.
-                    tag = label if r == rows - 1 else top if r == 0 else ""
-                    out.append(f"{tag:>6} ", style="dim")
-                    out.append(chart_rows[r] + " ", style=style)
-        lines = shown * rows + spacers
-        if shown < len(engines) and self.query_one("#sparks", Line).size.height > shown * rows:  # room to say so
-            out.append(("\n" if shown else "") + f"… trends of {fmt.plural(len(engines) - shown, 'more engine')} "
-                       "not shown: open one (⏎) for its charts", style="dim")
-            lines += 1
-        return out, out.plain, lines
+        drawn = self.trends.draw(src.history, [(e.name, fmt.fit_name(fmt.shown(short_name(e.name)), name_w))
+                                               for e in engines],
+                                 end=fleet.taken_at, width=width, height=height, name_w=name_w,
+                                 quiet=len(engines) - sum(e.live for e in engines))
+        self._trend_plan = drawn.plan
+        # The text and its spans at once: a Text.append a piece cost as much as drawing the charts.
+        parts: list[str] = []
+        spans: list[Span] = []
+        at = 0
+        for n, line in enumerate(drawn.lines):
+            if n:
+                parts.append("\n")
+                at += 1
+            for text, style in line:
+                parts.append(text)
+                if style:
+                    spans.append(Span(at, at + len(text), style))
+                at += len(text)
+        plain = "".join(parts)
+        self._trend_lines = max(1, len(drawn.lines))
+        return Text(plain, spans=spans), plain, self._trend_lines
+
+    def step_window(self, step: int) -> None:
+        """The trends' next (or previous) time window (w / W, as on the chart screens)."""
+        self.trends.step_window(step)
+        self._redraw_trends()
+
+    def toggle_trend_scale(self) -> None:
+        """One scale per metric for every engine, or each engine its own."""
+        self.trends.shared = not self.trends.shared
+        self._redraw_trends()
+        self.notify("trends: " + ("one scale per metric, shared by the engines" if self.trends.shared
+                                  else "each engine on its own scale"), timeout=2)
 
     def _show_gpus(self, fleet: FleetSnapshot) -> None:
         line = self.query_one("#gpus", Line)
@@ -634,6 +660,13 @@ ACTIONS: Sequence[Action] = (
            "Overview", _on_overview(lambda s: s.toggle_mark()), screens=("overview",), footer=False),
     Action("filter", "slash", "Filter engines", "Overview", _on_overview(lambda s: s.open_filter()),
            screens=("overview",), short="filter", text_box="outside", priority=True),
+    # The chart screens' window keys (w/W), for the trends; out of the footer, which keeps q and ?.
+    Action("trend_window", "w", "Trends: next time window (1m, 5m, 15m, 1h)", "Overview",
+           _on_overview(lambda s: s.step_window(1)), screens=("overview",), footer=False),
+    Action("trend_window_back", "W", "Trends: previous time window", "Overview",
+           _on_overview(lambda s: s.step_window(-1)), screens=("overview",), footer=False),
+    Action("trend_scale", "y", "Trends: one scale per metric for every engine / each engine its own",
+           "Overview", _on_overview(lambda s: s.toggle_trend_scale()), screens=("overview",), footer=False),
 )
 
 register_screen(ScreenSpec("overview", "Overview", _screen, tuple(ACTIONS)))
