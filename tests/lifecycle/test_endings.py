@@ -83,3 +83,43 @@ def test_view_says_the_stop_countdown_once(clock: FakeClock) -> None:
 
 def test_singular_model_listed(clock: FakeClock) -> None:
     assert _ready(clock).state.detail == "1 model listed"
+
+
+def test_a_clean_exit_after_the_engine_logged_its_death_is_a_crash(clock: FakeClock) -> None:
+    # vLLM 0.32: its engine core process killed, the API server shuts down with exit code 0.
+    dead = "(APIServer pid=9) ERROR [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: EngineCore"
+    m = _ready(clock)
+    m.exited(0, last_lines=("INFO:     Shutting down",), fatal=dead)
+    assert (m.phase, m.state.ended) == (Phase.EXITED, "crashed")
+    assert m.state.detail == f"crashed (exit code 0): {dead}"
+    assert m.state.last_log_lines == ("INFO:     Shutting down",)
+    m.reset()
+    m.starting()
+    m.probe(READY)
+    m.stop_requested(5)  # a stop asked for here stays a stop, whatever the engine logged on the way
+    m.exited(0, fatal=dead)
+    assert (m.phase, m.state.ended) == (Phase.EXITED, "stopped")
+
+
+def test_vllm_profile_names_its_dead_engine_lines() -> None:
+    import re
+
+    from console.profiles import get_profile
+
+    patterns = get_profile("vllm").health.fatal_log
+    rx = re.compile("|".join(f"(?:{p})" for p in patterns))
+    # vLLM 0.32.0's own lines when its engine core was killed (a real run, tests/integration/test_vllm_real.py).
+    assert rx.search("[core_client.py:817] [shutdown] MPClient: engine core exited unexpectedly; starting cleanup")
+    assert rx.search("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.")
+    assert not rx.search("(APIServer pid=1) INFO [launcher.py:195] Route: /health, Methods: GET")
+
+
+def test_a_profile_with_a_broken_fatal_log_regex_is_refused() -> None:
+    from console.errors import ConfigError
+    from console.profiles import get_profile, parse_profile
+    from console.schema import dump
+
+    data = dump(get_profile("vllm"), by_alias=True, exclude=frozenset({"source"}))
+    data["health"]["fatal_log"] = ["EngineDead(Error"]
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        parse_profile(data, "test")
