@@ -188,9 +188,17 @@ def run(args: argparse.Namespace) -> int:
     last = [0.0]
     live_width = [0]  # the counts line rewritten in place ("\r"): a shorter one is padded over the last
 
+    from console.client.bench import plan_line
+
+    # Said with the first event, not before the run: a refusal (read-only, an unready engine) stays
+    # the one line on stderr.
+    plan = [f"{', '.join(lv.label for lv in cfg.levels)}: {plan_line(cfg)}"]
+
     def progress(ev: BenchEvent) -> None:
         if args.quiet:
             return
+        if plan and isinstance(ev, SwapStarted | RunStarted):
+            _say(plan.pop())
         now = time.monotonic()
         line, end = "", "\n"
         if isinstance(ev, SwapStarted):
@@ -215,10 +223,6 @@ def run(args: argparse.Namespace) -> int:
                 live_width[0] = 0
             _say(line, end=end)
 
-    if not args.quiet:
-        from console.client.bench import plan_line
-
-        _say(f"{', '.join(lv.label for lv in cfg.levels)}: {plan_line(cfg)}")
     got: list[int] = []
     try:
         with _stop_signals(got.append):
