@@ -11,7 +11,6 @@ file, the key and the problem.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -208,15 +207,6 @@ class MetricsSpec:
                     raise ValueError(f"prefix_hit_rate uses {name!r}, which metrics.map does not define")
 
 
-def _regexes(v: tuple[str, ...], _: object) -> tuple[str, ...]:
-    for pattern in v:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
-    return v
-
-
 @dataclass(frozen=True, kw_only=True)
 class HealthSpec:
     path: str = "/health"
@@ -227,9 +217,6 @@ class HealthSpec:
     version_path: str = ""
     # Dotted key of the version inside the JSON the version path returns.
     version_key: str = "version"
-    # Regexes of the engine's own log lines that say it died, whatever its exit code says: vLLM's
-    # API server exits 0 after its engine core process died. Such an exit reads as a crash.
-    fatal_log: tuple[str, ...] = spec((), check=_regexes)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The command behind `make check`, the fast tier: ruff, mypy and every test that needs no root and no
-# external service (Docker, llama-server, vLLM, sshd, Prometheus, promtool, kubectl). Such tests carry a
+# external service (Docker, llama-server, sshd, Prometheus, promtool, kubectl). Such tests carry a
 # marker naming their service (pyproject.toml); this deselects them. Provisions nothing.
 #
 # Test functions measured at a second or more (tests/slow_tests.txt, marked `slow` by tests/conftest.py)
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 BIN=.venv/bin
 [ -x "$BIN/pytest" ] || { echo "check.sh: no .venv with dev tools; run 'make check' (it creates .venv)" >&2; exit 1; }
 
-SELECT="not docker and not llamacpp and not vllm and not ssh and not prometheus and not promtool and not kubectl"
+SELECT="not docker and not llamacpp and not ssh and not prometheus and not promtool and not kubectl"
 if [ "${1:-}" = "--all" ]; then
   shift
 else

@@ -7,21 +7,18 @@
 # Services (see scripts/provision/):
 #   Docker Engine + images enginedeck/pybase:bookworm, enginedeck/sim:dev   (needs root the first time)
 #   llama-server (built once, cached in ~/.cache/enginedeck) + tiny GGUF model
-#   vLLM's CPU build in its own virtualenv (cached in ~/.cache/enginedeck) + tiny HF Llama
 #   promtool and the Prometheus server (Debian's prometheus package)
 #   OpenSSH server and client (Debian's openssh-server), for real sshd servers on 127.0.0.1
 #   kubectl (Debian's kubernetes-client), for the Kubernetes source's logs test
 # Explicit opt-outs, for machines without root/Docker or without time for the 5-min llama.cpp build:
 #   ENGINEDECK_SKIP_DOCKER=1     skip Docker provisioning; tests marked `docker` are reported as skipped
 #   ENGINEDECK_SKIP_LLAMACPP=1   same for llama.cpp and tests marked `llamacpp`
-#   ENGINEDECK_SKIP_VLLM=1       same for vLLM and tests marked `vllm`
 #   ENGINEDECK_SKIP_PROMTOOL=1   same for Prometheus' promtool and tests marked `promtool`
 #   ENGINEDECK_SKIP_SSH=1        same for OpenSSH and tests marked `ssh`
 #   ENGINEDECK_SKIP_PROMETHEUS=1 skip the tests marked `prometheus` (a real server; provisioned with promtool)
 #   ENGINEDECK_SKIP_KUBECTL=1    same for kubectl and the test that runs it
 # Without them a missing service is a test failure, never a silent skip.
 # Pre-set ENGINEDECK_LLAMA_SERVER + ENGINEDECK_TINY_GGUF (existing files) are used as they are.
-# Pre-set ENGINEDECK_VLLM_PYTHON + ENGINEDECK_TINY_HF_LLAMA likewise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -33,16 +30,13 @@ stage_end() { awk -v a="$STAGE_T0" -v b="$(date +%s.%N)" -v s="$1" 'BEGIN { prin
 
 # Provision scripts print `export ...` lines (eval'd here) and log to stderr. A provisioning failure
 # stops everything here: the tests behind it could only fail with less helpful messages.
-# llama.cpp and vLLM provision in the background while Docker provisions: on a fresh machine the
-# ~5-7 min llama.cpp compile and the ~2-3 min vLLM install (pip, 2.4 GB) then overlap the apt and
-# base-image work instead of following it. They use different caches and locks.
+# llama.cpp runs in the background while Docker provisions: on a fresh machine its ~5-7 min
+# compile then overlaps the apt/base-image work instead of following it.
 tmp=$(mktemp -d)
-bg_pids=()
+llama_pid=
 cleanup() {
-  # Each background provisioner is a process group of its own (setsid): stop all of it (pip, cmake, cc).
-  for pid in ${bg_pids[@]+"${bg_pids[@]}"}; do
-    if kill -0 "$pid" 2>/dev/null; then kill -TERM -- "-$pid" 2>/dev/null || true; fi
-  done
+  # The background provisioner is a process group of its own (setsid): stop all of it (pip, cmake, cc).
+  if [ -n "$llama_pid" ] && kill -0 "$llama_pid" 2>/dev/null; then kill -TERM -- "-$llama_pid" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -64,44 +58,28 @@ provision() {
   eval "$out"
   stage_end "provision $script"
 }
-# provision_bg SCRIPT SKIPVAR PRESET...: start scripts/provision/SCRIPT.sh in the background (its
-# exports land in $tmp/SCRIPT.env, collected by provision_wait), unless SKIPVAR is set or every
-# PRESET variable already names an existing path.
-declare -A bg_of=() bg_t0=()
-provision_bg() {
-  local script=$1 var=$2 v preset=1
-  shift 2
-  if is_set "$var"; then
-    skipped+=("$script ($var=${!var})")
-    return
-  fi
-  for v in "$@"; do [ -e "${!v:-}" ] || preset=0; done
-  if [ "$preset" -eq 1 ]; then
-    echo "test.sh: using pre-set $*" >&2
-    return
-  fi
-  bg_t0[$script]=$(date +%s.%N)
-  echo "=== provision $script (background)" >&2
-  setsid "scripts/provision/$script.sh" >"$tmp/$script.env" &
-  bg_of[$script]=$!
-  bg_pids+=("$!")
-}
-provision_wait() {
-  local script=$1 status=0
-  [ -n "${bg_of[$script]:-}" ] || return 0
-  wait "${bg_of[$script]}" || status=$?
+if is_set ENGINEDECK_SKIP_LLAMACPP; then
+  skipped+=("llamacpp (ENGINEDECK_SKIP_LLAMACPP=$ENGINEDECK_SKIP_LLAMACPP)")
+elif [ -x "${ENGINEDECK_LLAMA_SERVER:-}" ] && [ -f "${ENGINEDECK_TINY_GGUF:-}" ]; then
+  echo "test.sh: using pre-set ENGINEDECK_LLAMA_SERVER and ENGINEDECK_TINY_GGUF" >&2
+else
+  llama_t0=$(date +%s.%N)
+  echo "=== provision llamacpp (background)" >&2
+  setsid scripts/provision/llamacpp.sh >"$tmp/llamacpp.env" &
+  llama_pid=$!
+fi
+provision docker docker ENGINEDECK_SKIP_DOCKER
+if [ -n "$llama_pid" ]; then
+  status=0
+  wait "$llama_pid" || status=$?
+  llama_pid=
   if [ "$status" -ne 0 ]; then
-    echo "test.sh: provisioning '$script' failed (see the messages above)" >&2
+    echo "test.sh: provisioning 'llamacpp' failed (see the messages above)" >&2
     exit 1
   fi
-  eval "$(cat "$tmp/$script.env")"
-  STAGE_T0=${bg_t0[$script]} stage_end "provision $script (background, wall time)"
-}
-provision_bg llamacpp ENGINEDECK_SKIP_LLAMACPP ENGINEDECK_LLAMA_SERVER ENGINEDECK_TINY_GGUF
-provision_bg vllm ENGINEDECK_SKIP_VLLM ENGINEDECK_VLLM_PYTHON ENGINEDECK_TINY_HF_LLAMA
-provision docker docker ENGINEDECK_SKIP_DOCKER
-provision_wait llamacpp
-provision_wait vllm
+  eval "$(cat "$tmp/llamacpp.env")"
+  STAGE_T0=$llama_t0 stage_end "provision llamacpp (background, wall time)"
+fi
 provision promtool promtool ENGINEDECK_SKIP_PROMTOOL
 provision ssh sshd ENGINEDECK_SKIP_SSH
 provision kubectl kubectl ENGINEDECK_SKIP_KUBECTL

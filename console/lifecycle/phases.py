@@ -286,10 +286,8 @@ class PhaseMachine:
         self._set(Phase.STOPPING, detail=f"ended outside this console ({text}); watching for a restart",
                   countdown=None)
 
-    def exited(self, code: int | None, *, oom: bool = False, last_lines: tuple[str, ...] = (), note: str = "",
-               fatal: str = "") -> None:
-        """The engine's process ended. Before it was ever ready that is a failed start. ``fatal`` is
-        the engine's own log line saying it died (profile ``health.fatal_log``): a crash whatever the code."""
+    def exited(self, code: int | None, *, oom: bool = False, last_lines: tuple[str, ...] = (), note: str = "") -> None:
+        """The engine's process ended. Before it was ever ready that is a failed start."""
         was = self.phase
         text = f"exit code {code}" if code is not None else "no exit code"
         if oom:
@@ -312,8 +310,6 @@ class PhaseMachine:
         elif code == 143:
             detail, phase, ended = ("terminated by SIGTERM from outside this enginedeck (exit code 143)",
                                     Phase.EXITED, "outside")
-        elif fatal:
-            detail, phase, ended = f"crashed ({text}): {fatal}", Phase.EXITED, "crashed"
         else:
             ended, phase = ending_of(code, oom), Phase.EXITED
             if ended == "unknown":

@@ -6,7 +6,6 @@ to is reported, or, when it was restarted from outside this enginedeck, followed
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -148,9 +147,7 @@ class Watcher:
         with slot.lock:
             if slot.generation != gen or slot.stopping:
                 return
-            fatal = fatal_line(slot)
-            watch = (slot.machine.state.saw(Phase.READY) and ending_of(info.code, info.oom_killed) != "crashed"
-                     and not fatal)
+            watch = slot.machine.state.saw(Phase.READY) and ending_of(info.code, info.oom_killed) != "crashed"
             if watch:
                 slot.machine.ended_outside(info.code)
         if watch:
@@ -162,9 +159,8 @@ class Watcher:
                 if slot.generation != gen or slot.stopping:
                     return
             lines = self.last_lines(slot, handle)
-            fatal = fatal_line(slot)  # its log is complete now
             with slot.lock:
-                slot.machine.exited(info.code, oom=info.oom_killed, last_lines=lines, fatal=fatal)
+                slot.machine.exited(info.code, oom=info.oom_killed, last_lines=lines)
                 st = slot.machine.state
             # A failed start leaves nothing behind; a crash after ready keeps the container for
             # inspection (`enginedeck logs`, `docker inspect`) until `down`/`remove`.
@@ -227,16 +223,3 @@ class Watcher:
             return True
         finally:
             slot.op.release()
-
-
-def fatal_line(slot: Slot) -> str:
-    """The first line of this run's log that the profile's ``health.fatal_log`` says means the engine
-    died ("" if none): vLLM exits 0 after its engine core died, which alone reads as a clean stop."""
-    patterns = slot.inst.profile.health.fatal_log
-    if not patterns:
-        return ""
-    lines = slot.logs.lines()
-    # This run's lines: after the console's own "starting" line (the buffer keeps earlier runs).
-    start = max((i for i, ln in enumerate(lines) if ln.text.startswith("[enginedeck] starting ")), default=0)
-    rx = re.compile("|".join(f"(?:{p})" for p in patterns))
-    return next((ln.text for ln in lines[start:] if rx.search(ln.text)), "")

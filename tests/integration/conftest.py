@@ -2,11 +2,10 @@
 
 A missing service FAILS the test with a message saying how to provide it. The only way to skip is
 explicit: ENGINEDECK_SKIP_DOCKER=1 skips tests marked `docker` (and any test using the Docker
-fixtures); ENGINEDECK_SKIP_LLAMACPP=1 does the same for `llamacpp`, ENGINEDECK_SKIP_VLLM=1 for `vllm`.
-Skips are listed by `-ra`.
+fixtures); ENGINEDECK_SKIP_LLAMACPP=1 does the same for `llamacpp`. Skips are listed by `-ra`.
 
 Fixtures: docker_client, sim_image, sim_network, run_sim, llama_server_bin, tiny_gguf,
-start_llama_server, vllm_python, tiny_hf_llama, free_port. Plain helpers live in tests/integration/helpers.py.
+start_llama_server, free_port. Plain helpers live in tests/integration/helpers.py.
 """
 
 from __future__ import annotations
@@ -28,9 +27,6 @@ HOW_DOCKER = (
     "to skip the Docker tests explicitly"
 )
 HOW_LLAMA = "run scripts/provision/llamacpp.sh (make test does), or set ENGINEDECK_SKIP_LLAMACPP=1 to skip explicitly"
-HOW_VLLM = (
-    'run eval "$(scripts/provision/vllm.sh)" (make test does), or set ENGINEDECK_SKIP_VLLM=1 to skip explicitly'
-)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -40,8 +36,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_DOCKER is set"))
         if helpers.skip_llamacpp() and item.get_closest_marker("llamacpp"):
             item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_LLAMACPP is set"))
-        if helpers.skip_vllm() and item.get_closest_marker("vllm"):
-            item.add_marker(pytest.mark.skip(reason="ENGINEDECK_SKIP_VLLM is set"))
 
 
 @pytest.fixture(scope="session")
@@ -220,36 +214,3 @@ def medium_gguf(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     subprocess.run([sys.executable, str(helpers.GGUF_GENERATOR), "-o", str(out), *args], check=True,
                    capture_output=True)
     return out
-
-
-# --- vLLM ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def vllm_python() -> Path:
-    """The Python of vLLM's own virtualenv (ENGINEDECK_VLLM_PYTHON, else the provisioned one), with vllm."""
-    if helpers.skip_vllm():
-        pytest.skip("ENGINEDECK_SKIP_VLLM is set")
-    path = helpers.find_vllm_python()
-    if path is None or not (path.is_file() and os.access(path, os.X_OK)):
-        what = path or f"ENGINEDECK_VLLM_PYTHON unset, no vllm-{helpers.VLLM_VERSION} virtualenv provisioned"
-        pytest.fail(f"vLLM's Python not found ({what})\n-> {HOW_VLLM}", pytrace=False)
-    if not (path.parent.parent / "lib").is_dir() or not any(path.parent.parent.glob("lib/python3*/site-packages/vllm")):
-        pytest.fail(f"{path} is not the Python of a virtualenv with vllm installed\n-> {HOW_VLLM}", pytrace=False)
-    return path
-
-
-@pytest.fixture(scope="session")
-def tiny_hf_llama() -> Path:
-    """The tiny random-weight HF Llama folder (ENGINEDECK_TINY_HF_LLAMA, else the cached one for the generator)."""
-    if helpers.skip_vllm():
-        pytest.skip("ENGINEDECK_SKIP_VLLM is set")
-    path = helpers.find_tiny_hf_llama()
-    if path is None or not path.is_dir():
-        what = path or "ENGINEDECK_TINY_HF_LLAMA unset, none cached"
-        pytest.fail(f"tiny HF Llama not found ({what})\n-> {HOW_VLLM}", pytrace=False)
-    missing = [f for f in ("config.json", "model.safetensors", "tokenizer_config.json") if not (path / f).is_file()]
-    if missing:
-        pytest.fail(f"{path} is not a complete HF model folder (missing {', '.join(missing)})\n-> {HOW_VLLM}",
-                    pytrace=False)
-    return path

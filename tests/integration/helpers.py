@@ -5,11 +5,9 @@ Where the services come from (provisioned by scripts/provision/*.sh, which `make
 * ENGINEDECK_SIM_IMAGE      simulator image tag (default enginedeck/sim:dev)
 * ENGINEDECK_LLAMA_SERVER   path of the real llama.cpp `llama-server` binary
 * ENGINEDECK_TINY_GGUF      path of the tiny GGUF model made by tests/assets/make_tiny_gguf.py
-* ENGINEDECK_VLLM_PYTHON    the Python of vLLM's own virtualenv (scripts/provision/vllm.sh)
-* ENGINEDECK_TINY_HF_LLAMA  the tiny HF Llama folder made by tests/assets/make_tiny_hf_llama.py
 
-Policy: a missing service is a test failure. Only ENGINEDECK_SKIP_DOCKER=1 / ENGINEDECK_SKIP_LLAMACPP=1 /
-ENGINEDECK_SKIP_VLLM=1 turn the tests that need them into (reported) skips.
+Policy: a missing service is a test failure. Only ENGINEDECK_SKIP_DOCKER=1 / ENGINEDECK_SKIP_LLAMACPP=1
+turn the tests that need them into (reported) skips.
 """
 
 from __future__ import annotations
@@ -32,8 +30,6 @@ from console.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GGUF_GENERATOR = REPO_ROOT / "tests" / "assets" / "make_tiny_gguf.py"
-HF_LLAMA_GENERATOR = REPO_ROOT / "tests" / "assets" / "make_tiny_hf_llama.py"
-VLLM_VERSION = "0.32.0"  # scripts/provision/vllm.sh installs this one
 DEFAULT_SIM_IMAGE = "enginedeck/sim:dev"
 # Every container a test starts carries this label (and a per-session value), so cleanup can find it.
 TEST_LABEL = "org.enginedeck.test"
@@ -52,9 +48,6 @@ def skip_docker() -> bool:
 def skip_llamacpp() -> bool:
     return env_flag("ENGINEDECK_SKIP_LLAMACPP")
 
-
-def skip_vllm() -> bool:
-    return env_flag("ENGINEDECK_SKIP_VLLM")
 
 
 
@@ -83,23 +76,6 @@ def find_tiny_gguf() -> Path | None:
         return Path(os.environ["ENGINEDECK_TINY_GGUF"])
     digest = hashlib.sha256(GGUF_GENERATOR.read_bytes()).hexdigest()[:12]
     path = cache_dir() / "models" / f"tiny-llama-{digest}.gguf"
-    return path if path.exists() else None
-
-
-def find_vllm_python() -> Path | None:
-    """ENGINEDECK_VLLM_PYTHON, else the Python of the virtualenv scripts/provision/vllm.sh made (if ready)."""
-    if os.environ.get("ENGINEDECK_VLLM_PYTHON"):
-        return Path(os.environ["ENGINEDECK_VLLM_PYTHON"])
-    venv = cache_dir() / "engines" / f"vllm-{VLLM_VERSION}"
-    return venv / "bin" / "python" if (venv / ".enginedeck-ready").exists() else None
-
-
-def find_tiny_hf_llama() -> Path | None:
-    """ENGINEDECK_TINY_HF_LLAMA, else the cached folder for the current generator (named by its hash)."""
-    if os.environ.get("ENGINEDECK_TINY_HF_LLAMA"):
-        return Path(os.environ["ENGINEDECK_TINY_HF_LLAMA"])
-    digest = hashlib.sha256(HF_LLAMA_GENERATOR.read_bytes()).hexdigest()[:12]
-    path = cache_dir() / "models" / f"tiny-hf-llama-{digest}"
     return path if path.exists() else None
 
 
